@@ -1,0 +1,15 @@
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand
+
+from assignments.resources import KINDS, resources_export
+
+
+class Command(BaseCommand):
+    help = "Print the configuration as YAML that apply_resources accepts unchanged."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--kind", choices=KINDS, help="only resources of this kind")
+
+    def handle(self, *args, kind: str | None, **options) -> None:
+        self.stdout.write(resources_export(kind=kind), ending="")

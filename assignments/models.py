@@ -1,0 +1,151 @@
+from __future__ import annotations
+
+from django.core.validators import RegexValidator
+from django.db import models
+from django.db.models.functions import Lower
+from django.utils import timezone
+
+RESOURCE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+resource_id_validator = RegexValidator(RESOURCE_ID_PATTERN, "must match " + RESOURCE_ID_PATTERN)
+
+DEFAULT_LAB_ID = "default"
+
+
+class ResourceModel(models.Model):
+    """Fields every configuration resource has (CONTRACT.md section 4).
+
+    `key` is the resource ID exactly as written; uniqueness ignores case through a
+    named constraint on LOWER(key) in each table.
+    """
+
+    key = models.CharField("ID", max_length=100, validators=[resource_id_validator])
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True, default="")
+    resource_version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class SubjectType(ResourceModel):
+    class Status(models.TextChoices):
+        ACTIVE = "active"
+        ARCHIVED = "archived"
+
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.ACTIVE)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(Lower("key"), name="subjecttype_key_ci_unique")]
+
+
+class Lab(ResourceModel):
+    class Meta:
+        constraints = [models.UniqueConstraint(Lower("key"), name="lab_key_ci_unique")]
+
+
+class Experiment(ResourceModel):
+    class Status(models.TextChoices):
+        # Declaration order is the lifecycle order; see can_move_to.
+        DRAFT = "draft"
+        ACTIVE = "active"
+        WINNER_DECLARED = "winner_declared"
+        ENDED = "ended"
+        ARCHIVED = "archived"
+
+    lab = models.ForeignKey(Lab, on_delete=models.PROTECT, related_name="experiments")
+    subject_type = models.ForeignKey(SubjectType, on_delete=models.PROTECT, related_name="experiments")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.DRAFT)
+    hypothesis = models.TextField(blank=True, default="")
+    salt = models.CharField(max_length=200)
+    winning_variant = models.ForeignKey("Variant", on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(Lower("key"), name="experiment_key_ci_unique"),
+            models.CheckConstraint(
+                condition=models.Q(status="winner_declared", winning_variant__isnull=False)
+                | (~models.Q(status="winner_declared") & models.Q(winning_variant__isnull=True)),
+                name="experiment_winner_iff_winner_declared",
+            ),
+        ]
+
+    @classmethod
+    def status_rank(cls, status: str) -> int:
+        return cls.Status.values.index(status)
+
+    def can_move_to(self, status: str) -> bool:
+        """The lifecycle runs forward only; steps may be skipped."""
+        return self.status_rank(status) >= self.status_rank(self.status)
+
+
+class Variant(models.Model):
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="variants")
+    key = models.CharField("ID", max_length=100, validators=[resource_id_validator])
+    name = models.CharField(max_length=200, blank=True, default="")
+    description = models.TextField(blank=True, default="")
+    position = models.PositiveIntegerField()
+    is_control = models.BooleanField(default=False)
+    split = models.FloatField()
+
+    class Meta:
+        ordering = ["experiment", "position"]
+        constraints = [
+            models.UniqueConstraint("experiment", Lower("key"), name="variant_experiment_key_ci_unique"),
+            models.UniqueConstraint(
+                fields=["experiment"], condition=models.Q(is_control=True), name="variant_one_control_per_experiment"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(split__gte=0, split__lte=1), name="variant_split_between_0_and_1"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class Cohort(models.Model):
+    """A numbered version of an experiment's splits; assignments record the one they were made under."""
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="cohorts")
+    number = models.PositiveIntegerField()
+    # [{"variant": "<variant id>", "split": 0.5}, ...] in configuration order: a
+    # self-contained record, readable even after a variant is renamed or removed.
+    splits = models.JSONField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["experiment", "number"]
+        constraints = [models.UniqueConstraint(fields=["experiment", "number"], name="cohort_experiment_number_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.experiment.key} cohort {self.number}"
+
+
+class Assignment(models.Model):
+    """(experiment, subject ID) -> variant; written once by the API, never updated."""
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.PROTECT, related_name="+", db_index=False)
+    subject_id = models.CharField(max_length=256)
+    variant = models.ForeignKey(Variant, on_delete=models.PROTECT, related_name="assignments")
+    cohort = models.PositiveIntegerField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            # Settles races between processes assigning the same new subject: the
+            # loser's INSERT ... ON CONFLICT DO NOTHING skips, then it reads the winner's row.
+            # Its index (experiment_id, subject_id) also serves every lookup.
+            models.UniqueConstraint(fields=["experiment", "subject_id"], name="assignment_experiment_subject_unique"),
+        ]
+        indexes = [
+            # Exports and reports page through one experiment by time.
+            models.Index(fields=["experiment", "created_at"], name="assignment_experiment_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject_id} -> {self.variant_id}"

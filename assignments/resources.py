@@ -1,0 +1,385 @@
+"""Configuration as code (CONTRACT.md section 4): YAML documents <-> resource specs.
+
+This module parses and validates what can be checked without the database, and
+renders the export. The write side, which also checks what needs the database
+(references, lifecycle, existing assignments), is `services.resources_apply`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from assignments.models import DEFAULT_LAB_ID, RESOURCE_ID_PATTERN, Experiment, Lab, SubjectType
+
+SCHEMA_VERSION = 1
+KINDS = ("subjecttype", "lab", "experiment")
+SPLIT_SUM_TOLERANCE = 1e-6
+MIN_VARIANTS = 2
+
+_resource_id = re.compile(RESOURCE_ID_PATTERN)
+
+TOP_FIELDS = {"schemaVersion", "kind", "metadata", "spec"}
+METADATA_FIELDS = {
+    "subjecttype": {"id", "name", "description", "status", "resourceVersion"},
+    "lab": {"id", "name", "description", "resourceVersion"},
+    "experiment": {"id", "name", "description", "status", "parentId", "resourceVersion"},
+}
+EXPERIMENT_SPEC_FIELDS = {"subjectType", "hypothesis", "salt", "winningVariant", "variants"}
+VARIANT_FIELDS = {"id", "name", "description", "control", "split"}
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a document came from, for error messages."""
+
+    file: str
+    document: int
+
+    def __str__(self) -> str:
+        return f"{self.file}: document {self.document}"
+
+
+@dataclass(frozen=True)
+class SubjectTypeSpec:
+    source: Source
+    key: str
+    name: str
+    description: str
+    status: str
+
+    kind = "subjecttype"
+
+
+@dataclass(frozen=True)
+class LabSpec:
+    source: Source
+    key: str
+    name: str
+    description: str
+
+    kind = "lab"
+
+
+@dataclass(frozen=True)
+class VariantSpec:
+    key: str
+    name: str
+    description: str
+    is_control: bool
+    split: float
+
+
+@dataclass(frozen=True)
+class ExperimentSpec:
+    source: Source
+    key: str
+    name: str
+    description: str
+    status: str
+    lab: str
+    subject_type: str
+    hypothesis: str
+    salt: str | None
+    winning_variant: str | None
+    variants: tuple[VariantSpec, ...]
+
+    kind = "experiment"
+
+    @property
+    def effective_salt(self) -> str:
+        return self.salt if self.salt is not None else self.key.lower()
+
+    def splits(self) -> list[dict[str, Any]]:
+        return [{"variant": variant.key, "split": variant.split} for variant in self.variants]
+
+
+ResourceSpec = SubjectTypeSpec | LabSpec | ExperimentSpec
+
+
+class ResourceInvalid(Exception):
+    """One or more documents are invalid; `errors` holds a line each."""
+
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("\n".join(errors))
+        self.errors = errors
+
+
+@dataclass
+class _Reader:
+    """Reads one document, collecting every problem instead of stopping at the first."""
+
+    source: Source
+    errors: list[str] = field(default_factory=list)
+
+    def error(self, path: str, message: str) -> None:
+        self.errors.append(f"{self.source}: {path}: {message}")
+
+    def mapping(self, value: Any, path: str, allowed: set[str]) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            self.error(path, "must be a mapping")
+            return {}
+        for name in sorted(set(value) - allowed, key=str):
+            self.error(f"{path}.{name}" if path else str(name), f"unknown field; allowed: {', '.join(sorted(allowed))}")
+        return value
+
+    def string(self, data: dict, name: str, path: str, *, default: str | None = None) -> str | None:
+        value = data.get(name, default)
+        if value is None:
+            if default is None:
+                self.error(f"{path}.{name}", "is required")
+            return default
+        if not isinstance(value, str):
+            self.error(f"{path}.{name}", "must be a string (quote numbers and booleans in YAML)")
+            return None
+        return value
+
+    def resource_id(self, data: dict, name: str, path: str, *, default: str | None = None) -> str | None:
+        value = self.string(data, name, path, default=default)
+        if value is not None and not _resource_id.match(value):
+            self.error(f"{path}.{name}", f"must match {RESOURCE_ID_PATTERN}")
+            return None
+        return value
+
+    def choice(self, data: dict, name: str, path: str, choices: list[str], default: str) -> str | None:
+        value = self.string(data, name, path, default=default)
+        if value is not None and value not in choices:
+            self.error(f"{path}.{name}", f"must be one of {', '.join(choices)}")
+            return None
+        return value
+
+
+def _read_metadata(reader: _Reader, document: dict, kind: str) -> tuple[dict, str | None, str, str]:
+    metadata = reader.mapping(document.get("metadata"), "metadata", METADATA_FIELDS[kind])
+    key = reader.resource_id(metadata, "id", "metadata")
+    name = reader.string(metadata, "name", "metadata", default=key or "") or key or ""
+    if len(name) > 200:
+        reader.error("metadata.name", "must be at most 200 characters")
+    description = reader.string(metadata, "description", "metadata", default="") or ""
+    version = metadata.get("resourceVersion")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
+        reader.error("metadata.resourceVersion", "must be a positive integer")
+    return metadata, key, name, description
+
+
+def _read_variants(reader: _Reader, value: Any) -> tuple[VariantSpec, ...]:
+    if not isinstance(value, list):
+        reader.error("spec.variants", "is required and must be a list")
+        return ()
+    if len(value) < MIN_VARIANTS:
+        reader.error("spec.variants", f"must have at least {MIN_VARIANTS} variants")
+    variants = []
+    seen: set[str] = set()
+    for index, item in enumerate(value):
+        path = f"spec.variants.{index}"
+        data = reader.mapping(item, path, VARIANT_FIELDS)
+        key = reader.resource_id(data, "id", path)
+        control = data.get("control", False)
+        if not isinstance(control, bool):
+            reader.error(f"{path}.control", "must be true or false")
+        split = data.get("split")
+        if isinstance(split, bool) or not isinstance(split, (int, float)) or not math.isfinite(split):
+            reader.error(f"{path}.split", "is required and must be a number")
+            split = None
+        elif not 0 <= split <= 1:
+            reader.error(f"{path}.split", "must be between 0 and 1")
+        if key is not None:
+            if key.lower() in seen:
+                reader.error(f"{path}.id", f"duplicates variant {key!r} (IDs are compared ignoring case)")
+            seen.add(key.lower())
+        if key is not None and split is not None and isinstance(control, bool):
+            variants.append(
+                VariantSpec(
+                    key=key,
+                    name=reader.string(data, "name", path, default="") or "",
+                    description=reader.string(data, "description", path, default="") or "",
+                    is_control=control,
+                    split=float(split),
+                )
+            )
+    if len(variants) == len(value):
+        controls = sum(variant.is_control for variant in variants)
+        if controls != 1:
+            reader.error("spec.variants", f"exactly one variant must have control: true, found {controls}")
+        total = math.fsum(variant.split for variant in variants)
+        if abs(total - 1) > SPLIT_SUM_TOLERANCE:
+            reader.error("spec.variants", f"splits must sum to 1, they sum to {total:.9g}")
+    return tuple(variants)
+
+
+def _read_experiment(reader: _Reader, document: dict) -> ExperimentSpec | None:
+    metadata, key, name, description = _read_metadata(reader, document, "experiment")
+    status = reader.choice(metadata, "status", "metadata", Experiment.Status.values, Experiment.Status.DRAFT)
+    lab = reader.resource_id(metadata, "parentId", "metadata", default=DEFAULT_LAB_ID)
+    spec = reader.mapping(document.get("spec"), "spec", EXPERIMENT_SPEC_FIELDS)
+    subject_type = reader.resource_id(spec, "subjectType", "spec")
+    hypothesis = reader.string(spec, "hypothesis", "spec", default="")
+    salt = spec.get("salt")
+    if salt is not None and (not isinstance(salt, str) or not salt or len(salt) > 200):
+        reader.error("spec.salt", "must be a non-empty string of at most 200 characters")
+    winner = spec.get("winningVariant")
+    if winner is not None and not isinstance(winner, str):
+        reader.error("spec.winningVariant", "must be a string")
+    variants = _read_variants(reader, spec.get("variants"))
+    if status == Experiment.Status.WINNER_DECLARED and winner is None:
+        reader.error("spec.winningVariant", "is required when status is winner_declared")
+    if status != Experiment.Status.WINNER_DECLARED and winner is not None:
+        reader.error("spec.winningVariant", "is allowed only when status is winner_declared")
+    if isinstance(winner, str) and variants and winner.lower() not in {v.key.lower() for v in variants}:
+        reader.error("spec.winningVariant", f"names no variant of this experiment: {winner!r}")
+    if reader.errors:
+        return None
+    return ExperimentSpec(
+        source=reader.source,
+        key=key,
+        name=name,
+        description=description,
+        status=status,
+        lab=lab,
+        subject_type=subject_type,
+        hypothesis=hypothesis,
+        salt=salt,
+        winning_variant=winner,
+        variants=variants,
+    )
+
+
+def _read_document(reader: _Reader, document: Any) -> ResourceSpec | None:
+    document = reader.mapping(document, "", TOP_FIELDS)
+    if not document:
+        return None
+    version = document.get("schemaVersion")
+    if version != SCHEMA_VERSION or isinstance(version, bool):
+        reader.error("schemaVersion", f"must be {SCHEMA_VERSION}")
+    kind = document.get("kind")
+    if kind not in KINDS:
+        reader.error("kind", f"must be one of {', '.join(KINDS)}")
+        return None
+    if kind == "experiment":
+        return _read_experiment(reader, document)
+    if "spec" in document:
+        reader.error("spec", f"a {kind} has no spec")
+    metadata, key, name, description = _read_metadata(reader, document, kind)
+    if kind == "subjecttype":
+        status = reader.choice(metadata, "status", "metadata", SubjectType.Status.values, SubjectType.Status.ACTIVE)
+        if reader.errors:
+            return None
+        return SubjectTypeSpec(source=reader.source, key=key, name=name, description=description, status=status)
+    if reader.errors:
+        return None
+    return LabSpec(source=reader.source, key=key, name=name, description=description)
+
+
+def resources_parse(text: str, *, file: str) -> list[ResourceSpec]:
+    """Every resource in one YAML text; raises ResourceInvalid listing every problem."""
+    try:
+        documents = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as exc:
+        raise ResourceInvalid([f"{file}: not valid YAML: {exc}"]) from None
+    specs: list[ResourceSpec] = []
+    errors: list[str] = []
+    for number, document in enumerate(documents, start=1):
+        if document is None:
+            continue
+        reader = _Reader(Source(file, number))
+        spec = _read_document(reader, document)
+        errors.extend(reader.errors)
+        if spec is not None and not reader.errors:
+            specs.append(spec)
+    if errors:
+        raise ResourceInvalid(errors)
+    return specs
+
+
+def resources_check_unique(specs: list[ResourceSpec]) -> None:
+    """A resource may be defined once per apply, its ID compared ignoring case."""
+    first: dict[tuple[str, str], Source] = {}
+    errors = []
+    for spec in specs:
+        seen = first.setdefault((spec.kind, spec.key.lower()), spec.source)
+        if seen != spec.source:
+            errors.append(f"{spec.source}: metadata.id: {spec.kind} {spec.key!r} is already defined in {seen}")
+    if errors:
+        raise ResourceInvalid(errors)
+
+
+def _subject_type_document(subject_type: SubjectType) -> dict:
+    return {
+        "schemaVersion": SCHEMA_VERSION,
+        "kind": "subjecttype",
+        "metadata": {
+            "id": subject_type.key,
+            "name": subject_type.name,
+            "description": subject_type.description,
+            "status": subject_type.status,
+            "resourceVersion": subject_type.resource_version,
+        },
+    }
+
+
+def _lab_document(lab: Lab) -> dict:
+    return {
+        "schemaVersion": SCHEMA_VERSION,
+        "kind": "lab",
+        "metadata": {
+            "id": lab.key,
+            "name": lab.name,
+            "description": lab.description,
+            "resourceVersion": lab.resource_version,
+        },
+    }
+
+
+def _experiment_document(experiment: Experiment) -> dict:
+    variants = []
+    for variant in experiment.variants.all():
+        item: dict[str, Any] = {"id": variant.key}
+        if variant.name:
+            item["name"] = variant.name
+        if variant.description:
+            item["description"] = variant.description
+        item["control"] = variant.is_control
+        item["split"] = variant.split
+        variants.append(item)
+    spec: dict[str, Any] = {
+        "subjectType": experiment.subject_type.key,
+        "hypothesis": experiment.hypothesis,
+        "salt": experiment.salt,
+    }
+    if experiment.winning_variant is not None:
+        spec["winningVariant"] = experiment.winning_variant.key
+    spec["variants"] = variants
+    return {
+        "schemaVersion": SCHEMA_VERSION,
+        "kind": "experiment",
+        "metadata": {
+            "id": experiment.key,
+            "name": experiment.name,
+            "description": experiment.description,
+            "status": experiment.status,
+            "parentId": experiment.lab.key,
+            "resourceVersion": experiment.resource_version,
+        },
+        "spec": spec,
+    }
+
+
+def resources_export(*, kind: str | None = None) -> str:
+    """The configuration as YAML that resources_parse and resources_apply accept unchanged."""
+    documents: list[dict] = []
+    if kind in (None, "subjecttype"):
+        documents += [_subject_type_document(s) for s in SubjectType.objects.order_by("key")]
+    if kind in (None, "lab"):
+        documents += [_lab_document(lab) for lab in Lab.objects.order_by("key")]
+    if kind in (None, "experiment"):
+        experiments = (
+            Experiment.objects.select_related("lab", "subject_type", "winning_variant")
+            .prefetch_related("variants")
+            .order_by("key")
+        )
+        documents += [_experiment_document(experiment) for experiment in experiments]
+    return yaml.safe_dump_all(documents, sort_keys=False, allow_unicode=True, explicit_start=True)

@@ -1,0 +1,282 @@
+"""Writes: the assignment hot path and the apply of configuration resources."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import F, Max
+from django.db.models.functions import Lower
+from django.utils import timezone
+
+from assignments.errors import ExperimentNotActive, ExperimentNotFound
+from assignments.models import Assignment, Cohort, Experiment, Lab, SubjectType, Variant
+from assignments.resources import (
+    ExperimentSpec,
+    LabSpec,
+    ResourceInvalid,
+    ResourceSpec,
+    SubjectTypeSpec,
+    resources_check_unique,
+)
+from assignments.selectors import ExperimentState, experiment_states
+from assignments.storage import assignments_fetch, assignments_insert
+
+
+def _answerable_state(experiment_id: str, *, fresh: bool = False) -> ExperimentState:
+    state = experiment_states.get(experiment_id, fresh=fresh)
+    if state is None:
+        raise ExperimentNotFound(f"No experiment has the ID {experiment_id!r}.")
+    if state.status not in (Experiment.Status.ACTIVE, Experiment.Status.WINNER_DECLARED):
+        raise ExperimentNotActive(
+            f"Experiment {state.key!r} is {state.status}; only active experiments assign subjects.",
+            experiment_status=state.status,
+        )
+    return state
+
+
+def _stored_variants(state: ExperimentState, subject_ids: list[str]) -> dict[str, int]:
+    """Every subject's stored variant pk, creating the missing assignments.
+
+    At most three statements: read the existing, insert the missing (ignoring
+    conflicts on assignment_experiment_subject_unique), and, only if a concurrent
+    request won some of those conflicts, read the rows it stored.
+    """
+    stored = assignments_fetch(experiment_pk=state.pk, subject_ids=subject_ids)
+    missing = sorted(subject_id for subject_id in subject_ids if subject_id not in stored)
+    if not missing:
+        return stored
+    rows = [(subject_id, state.variant_pk_for(subject_id)) for subject_id in missing]
+    inserted = assignments_insert(experiment_pk=state.pk, cohort=state.cohort, rows=rows, created_at=timezone.now())
+    stored.update(inserted)
+    lost = [subject_id for subject_id in missing if subject_id not in inserted]
+    if lost:
+        stored.update(assignments_fetch(experiment_pk=state.pk, subject_ids=lost))
+    return stored
+
+
+def _assign(experiment_id: str, subject_ids: list[str], *, fresh: bool) -> dict[str, str]:
+    state = _answerable_state(experiment_id, fresh=fresh)
+    if state.status == Experiment.Status.WINNER_DECLARED:
+        winner = state.variant_keys[state.winning_variant_pk]
+        return {subject_id: winner for subject_id in subject_ids}
+    stored = _stored_variants(state, subject_ids)
+    if not all(variant_pk in state.variant_keys for variant_pk in stored.values()):
+        # Another process, with a newer state than our cache, assigned a variant added since.
+        state = _answerable_state(experiment_id, fresh=True)
+    return {subject_id: state.variant_keys[stored[subject_id]] for subject_id in subject_ids}
+
+
+def assign_subjects(*, experiment_id: str, subject_ids: Sequence[str]) -> dict[str, str]:
+    """Each distinct subject's variant ID, in the order first sent (CONTRACT.md section 3).
+
+    Active: stored assignments win; missing ones are computed (hashing.py) and
+    stored. Winner declared: the winner for everyone, nothing stored.
+    """
+    distinct = list(dict.fromkeys(subject_ids))
+    try:
+        return _assign(experiment_id, distinct, fresh=False)
+    except IntegrityError:
+        # The cached state named a variant that a concurrent apply has since
+        # removed, and the foreign key refused it: answer from the current state.
+        return _assign(experiment_id, distinct, fresh=True)
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    kind: str
+    key: str
+    outcome: str  # created | updated | unchanged
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.key}: {self.outcome}"
+
+
+def _get_ci(model, key: str, *, for_update: bool = False):
+    queryset = model.objects.alias(lkey=Lower("key")).filter(lkey=key.lower())
+    if for_update:
+        queryset = queryset.select_for_update()
+    return queryset.first()
+
+
+def _save_fields(instance, values: dict[str, Any]) -> bool:
+    """Set changed fields and bump resource_version; False when nothing changed."""
+    changed = [name for name, value in values.items() if getattr(instance, name) != value]
+    if not changed:
+        return False
+    for name in changed:
+        setattr(instance, name, values[name])
+    instance.resource_version += 1
+    instance.updated_at = timezone.now()
+    instance.save(update_fields=[*changed, "resource_version", "updated_at"])
+    return True
+
+
+def _apply_plain(spec: SubjectTypeSpec | LabSpec) -> str:
+    model = SubjectType if isinstance(spec, SubjectTypeSpec) else Lab
+    values: dict[str, Any] = {"key": spec.key, "name": spec.name, "description": spec.description}
+    if isinstance(spec, SubjectTypeSpec):
+        values["status"] = spec.status
+    instance = _get_ci(model, spec.key, for_update=True)
+    if instance is None:
+        model.objects.create(**values)
+        return "created"
+    return "updated" if _save_fields(instance, values) else "unchanged"
+
+
+def _stored_splits(experiment: Experiment) -> list[tuple[str, float]]:
+    return [(variant.key.lower(), variant.split) for variant in experiment.variants.order_by("position")]
+
+
+def _check_experiment_change(experiment: Experiment, spec: ExperimentSpec, subject_type: SubjectType) -> list[str]:
+    errors = []
+    where = f"{spec.source}: experiment {spec.key!r}"
+    if not experiment.can_move_to(spec.status):
+        errors.append(f"{where}: metadata.status: cannot go back from {experiment.status} to {spec.status}")
+    has_assignments = Assignment.objects.filter(experiment=experiment).exists()
+    if has_assignments and subject_type.pk != experiment.subject_type_id:
+        errors.append(f"{where}: spec.subjectType: cannot change once the experiment has assignments")
+    if has_assignments and spec.effective_salt != experiment.salt:
+        errors.append(f"{where}: spec.salt: cannot change once the experiment has assignments")
+    kept = {variant.key.lower() for variant in spec.variants}
+    for variant in experiment.variants.all():
+        if variant.key.lower() not in kept and Assignment.objects.filter(variant=variant).exists():
+            errors.append(f"{where}: spec.variants: variant {variant.key!r} has assignments and cannot be removed")
+    return errors
+
+
+def _write_variants(experiment: Experiment, spec: ExperimentSpec) -> bool:
+    """Make the stored variants those of the spec; True if anything changed."""
+    stored = {variant.key.lower(): variant for variant in experiment.variants.all()}
+    wanted = {variant.key.lower() for variant in spec.variants}
+    changed = False
+    removed = [variant.pk for key, variant in stored.items() if key not in wanted]
+    if removed:
+        Variant.objects.filter(pk__in=removed).delete()
+        changed = True
+    # variant_one_control_per_experiment is checked per row: clear the old control first.
+    control_moves = [
+        v for v in spec.variants if v.key.lower() in stored and stored[v.key.lower()].is_control != v.is_control
+    ]
+    if control_moves:
+        Variant.objects.filter(experiment=experiment, is_control=True).update(is_control=False)
+        for variant in stored.values():
+            variant.is_control = False
+    for position, variant_spec in enumerate(spec.variants):
+        values = {
+            "key": variant_spec.key,
+            "name": variant_spec.name,
+            "description": variant_spec.description,
+            "position": position,
+            "is_control": variant_spec.is_control,
+            "split": variant_spec.split,
+        }
+        variant = stored.get(variant_spec.key.lower())
+        if variant is None:
+            Variant.objects.create(experiment=experiment, **values)
+            changed = True
+            continue
+        updates = [name for name, value in values.items() if getattr(variant, name) != value]
+        if updates:
+            for name in updates:
+                setattr(variant, name, values[name])
+            variant.save(update_fields=updates)
+            changed = True
+    return changed or bool(control_moves)
+
+
+def _apply_experiment(spec: ExperimentSpec, errors: list[str]) -> str | None:
+    where = f"{spec.source}: experiment {spec.key!r}"
+    lab = _get_ci(Lab, spec.lab)
+    subject_type = _get_ci(SubjectType, spec.subject_type)
+    if lab is None:
+        errors.append(f"{where}: metadata.parentId: no lab {spec.lab!r}")
+    if subject_type is None:
+        errors.append(f"{where}: spec.subjectType: no subject type {spec.subject_type!r}")
+    if lab is None or subject_type is None:
+        return None
+    experiment = _get_ci(Experiment, spec.key, for_update=True)
+    created = experiment is None
+    if created:
+        experiment = Experiment.objects.create(
+            key=spec.key,
+            name=spec.name,
+            description=spec.description,
+            lab=lab,
+            subject_type=subject_type,
+            hypothesis=spec.hypothesis,
+            salt=spec.effective_salt,
+        )
+        old_splits = None
+    else:
+        problems = _check_experiment_change(experiment, spec, subject_type)
+        if problems:
+            errors.extend(problems)
+            return None
+        old_splits = _stored_splits(experiment)
+    variants_changed = _write_variants(experiment, spec)
+    new_splits = [(variant.key.lower(), variant.split) for variant in spec.variants]
+    if created:
+        Cohort.objects.create(experiment=experiment, number=1, splits=spec.splits())
+    elif new_splits != old_splits:
+        cohorts = Cohort.objects.filter(experiment=experiment)
+        if Experiment.status_rank(experiment.status) >= Experiment.status_rank(Experiment.Status.ACTIVE):
+            number = (cohorts.aggregate(Max("number"))["number__max"] or 0) + 1
+            Cohort.objects.create(experiment=experiment, number=number, splits=spec.splits())
+        else:
+            # A draft has never assigned anyone: its first cohort is simply corrected.
+            cohorts.filter(number=1).update(splits=spec.splits())
+    winner = None
+    if spec.winning_variant is not None:
+        winner = experiment.variants.alias(lkey=Lower("key")).get(lkey=spec.winning_variant.lower())
+    values = {
+        "key": spec.key,
+        "name": spec.name,
+        "description": spec.description,
+        "lab_id": lab.pk,
+        "subject_type_id": subject_type.pk,
+        "hypothesis": spec.hypothesis,
+        "salt": spec.effective_salt,
+        "status": spec.status,
+        "winning_variant_id": winner.pk if winner else None,
+    }
+    if created:
+        for name, value in values.items():
+            setattr(experiment, name, value)
+        experiment.save()
+        return "created"
+    if _save_fields(experiment, values):
+        return "updated"
+    if variants_changed:
+        Experiment.objects.filter(pk=experiment.pk).update(
+            resource_version=F("resource_version") + 1, updated_at=timezone.now()
+        )
+        return "updated"
+    return "unchanged"
+
+
+def resources_apply(*, specs: list[ResourceSpec], dry_run: bool = False) -> list[ApplyResult]:
+    """Apply every resource in one transaction, or none (ResourceInvalid lists why).
+
+    Subject types and labs go first so experiments may refer to ones defined in
+    the same apply. A dry run does all the work, then rolls it back.
+    """
+    resources_check_unique(specs)
+    order = {"subjecttype": 0, "lab": 1, "experiment": 2}
+    outcomes: dict[int, str] = {}
+    errors: list[str] = []
+    with transaction.atomic():
+        for index, spec in sorted(enumerate(specs), key=lambda item: order[item[1].kind]):
+            outcome = _apply_experiment(spec, errors) if isinstance(spec, ExperimentSpec) else _apply_plain(spec)
+            if outcome is not None:
+                outcomes[index] = outcome
+        if errors:
+            transaction.set_rollback(True)
+            raise ResourceInvalid(errors)
+        if dry_run:
+            transaction.set_rollback(True)
+    # Answer from the new state in this process at once; others see it within the cache's lifetime.
+    experiment_states.clear()
+    return [ApplyResult(spec.kind, spec.key, outcomes[index]) for index, spec in enumerate(specs)]

@@ -1,0 +1,121 @@
+"""Typed readers for environment variables.
+
+Each reader raises ImproperlyConfigured naming the variable, so a typo in a
+deployment stops start-up with a message instead of running with a guess.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from django.core.exceptions import ImproperlyConfigured
+
+TRUE_WORDS = {"true", "1", "yes", "on"}
+FALSE_WORDS = {"false", "0", "no", "off"}
+
+
+def env_str(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    word = raw.strip().lower()
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    raise ImproperlyConfigured(f"{name} must be true or false, got {raw!r}")
+
+
+def env_int(name: str, default: int, *, minimum: int, maximum: int | None = None) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from None
+    if value < minimum or (maximum is not None and value > maximum):
+        bounds = f"between {minimum} and {maximum}" if maximum is not None else f"at least {minimum}"
+        raise ImproperlyConfigured(f"{name} must be {bounds}, got {value}")
+    return value
+
+
+def env_float(name: str, default: float, *, minimum: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}") from None
+    if not value >= minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {raw!r}")
+    return value
+
+
+def env_list(name: str, default: str) -> list[str]:
+    raw = os.environ.get(name, default)
+    items = [item.strip() for item in raw.split(",")]
+    if any(not item for item in items):
+        raise ImproperlyConfigured(f"{name} must be a comma-separated list without empty items, got {raw!r}")
+    return items
+
+
+def database_from_url(name: str, url: str) -> dict:
+    """Django DATABASES entry for a `postgres://` or `sqlite:///` URL."""
+    parts = urlsplit(url)
+    if parts.scheme in ("postgres", "postgresql"):
+        try:
+            port = parts.port
+        except ValueError:
+            raise ImproperlyConfigured(f"{name} has an invalid port: {url!r}") from None
+        database = unquote(parts.path.lstrip("/"))
+        if not database:
+            raise ImproperlyConfigured(f"{name} must name a database, got {url!r}")
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": database,
+            "USER": unquote(parts.username or ""),
+            "PASSWORD": unquote(parts.password or ""),
+            "HOST": unquote(parts.hostname or ""),
+            "PORT": str(port or ""),
+            "OPTIONS": dict(parse_qsl(parts.query)),
+        }
+    if parts.scheme == "sqlite":
+        # sqlite:///relative/path and sqlite:////absolute/path, as dj-database-url reads them.
+        path = unquote(url[len("sqlite:///") :]) if url.startswith("sqlite:///") else ""
+        if not path:
+            raise ImproperlyConfigured(f"{name} must look like sqlite:///path/to/file.sqlite3, got {url!r}")
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": path}
+    raise ImproperlyConfigured(f"{name} must start with postgres://, postgresql:// or sqlite:///, got {url!r}")
+
+
+def secret_key(name: str, *, key_file: Path, may_generate: bool) -> str:
+    """The secret from the environment, else from key_file, else a new one written there."""
+    value = os.environ.get(name, "").strip()
+    if value:
+        return value
+    if key_file.exists():
+        return key_file.read_text().strip()
+    if not may_generate:
+        raise ImproperlyConfigured(
+            f"{name} is required when DEBUG is off and the database is not the embedded SQLite default "
+            f"(no {key_file} to read it from)"
+        )
+    key_file.parent.mkdir(parents=True, exist_ok=True)
+    value = secrets.token_urlsafe(50)
+    # O_EXCL: two processes starting at once must not each write a different key.
+    try:
+        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return key_file.read_text().strip()
+    with os.fdopen(fd, "w") as handle:
+        handle.write(value)
+    return value

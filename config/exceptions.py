@@ -1,0 +1,112 @@
+"""The DRF exception handler: every failure inside an API view becomes problem+json."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.db import DatabaseError, InterfaceError, OperationalError
+from django.http import Http404
+from rest_framework import exceptions
+
+from config.problems import ProblemError, problem_response
+
+logger = logging.getLogger(__name__)
+
+RETRY_AFTER_SECONDS = "5"
+
+
+def flatten_errors(detail: Any, prefix: str = "") -> list[dict[str, str]]:
+    """DRF's nested error detail as [{"field": "subject_ids.3", "message": ...}]."""
+    if isinstance(detail, dict):
+        flat = []
+        for key, value in detail.items():
+            name = "" if key == "non_field_errors" else str(key)
+            field = f"{prefix}.{name}" if prefix and name else (prefix or name)
+            flat.extend(flatten_errors(value, field))
+        return flat
+    if isinstance(detail, list):
+        if all(not isinstance(item, (dict, list)) for item in detail):
+            return [{"field": prefix, "message": str(item)} for item in detail]
+        flat = []
+        for index, item in enumerate(detail):
+            if item:
+                flat.extend(flatten_errors(item, f"{prefix}.{index}" if prefix else str(index)))
+        return flat
+    return [{"field": prefix, "message": str(detail)}]
+
+
+def validation_problem(detail: Any):
+    errors = flatten_errors(detail)
+    summary = "; ".join(f"{e['field']}: {e['message']}" if e["field"] else e["message"] for e in errors)
+    return problem_response(status=400, code="invalid_request", title="Invalid request", detail=summary, errors=errors)
+
+
+def database_unavailable_problem():
+    return problem_response(
+        status=503,
+        code="database_unavailable",
+        title="Database unavailable",
+        detail="The database cannot be reached; retry later.",
+        headers={"Retry-After": RETRY_AFTER_SECONDS},
+    )
+
+
+def problem_exception_handler(exc: Exception, context: dict) -> Any:
+    if isinstance(exc, ProblemError):
+        return problem_response(status=exc.status, code=exc.code, title=exc.title, detail=exc.detail, **exc.extra)
+    if isinstance(exc, exceptions.ValidationError):
+        return validation_problem(exc.detail)
+    if isinstance(exc, exceptions.ParseError):
+        return problem_response(status=400, code="malformed_json", title="Malformed JSON", detail=str(exc.detail))
+    if isinstance(exc, exceptions.UnsupportedMediaType):
+        return problem_response(
+            status=415,
+            code="unsupported_media_type",
+            title="Unsupported media type",
+            detail="Send the body as JSON with Content-Type: application/json.",
+        )
+    if isinstance(exc, (exceptions.NotAuthenticated, exceptions.AuthenticationFailed)):
+        return problem_response(
+            status=401,
+            code="not_authenticated",
+            title="Not authenticated",
+            detail=str(exc.detail),
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    if isinstance(exc, (exceptions.PermissionDenied, DjangoPermissionDenied)):
+        return problem_response(
+            status=403,
+            code="permission_denied",
+            title="Permission denied",
+            detail="This token's role may not call this endpoint.",
+        )
+    if isinstance(exc, (exceptions.NotFound, Http404)):
+        return problem_response(status=404, code="not_found", title="Not found", detail="No such resource.")
+    if isinstance(exc, exceptions.MethodNotAllowed):
+        allowed = ", ".join(context["view"].allowed_methods) if context.get("view") else ""
+        return problem_response(
+            status=405,
+            code="method_not_allowed",
+            title="Method not allowed",
+            detail=str(exc.detail),
+            headers={"Allow": allowed} if allowed else None,
+        )
+    if isinstance(exc, exceptions.Throttled):
+        wait = exc.wait if exc.wait is not None else 1
+        return problem_response(
+            status=429,
+            code="rate_limited",
+            title="Too many requests",
+            detail=str(exc.detail),
+            headers={"Retry-After": str(max(1, int(wait + 0.999)))},
+        )
+    if isinstance(exc, (OperationalError, InterfaceError)) or type(exc) is DatabaseError:
+        logger.warning("database unavailable: %s", exc)
+        return database_unavailable_problem()
+    if isinstance(exc, exceptions.APIException):
+        return problem_response(
+            status=exc.status_code, code=exc.default_code, title="Request failed", detail=str(exc.detail)
+        )
+    return None

@@ -1,0 +1,124 @@
+"""Settings, read once from the environment (CONTRACT.md section 6)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from config.env import (
+    database_from_url,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_str,
+    secret_key,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = BASE_DIR / "var"
+
+DEBUG = env_bool("DEBUG", False)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1")
+
+DEFAULT_DATABASE_URL = f"sqlite:///{VAR_DIR / 'db.sqlite3'}"
+DATABASE_URL = env_str("DATABASE_URL", "") or DEFAULT_DATABASE_URL
+DATABASES = {"default": database_from_url("DATABASE_URL", DATABASE_URL)}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Persistent connections, checked before reuse: a request after a database
+    # restart reconnects instead of failing on a dead socket.
+    DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 600, minimum=0)
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    DATABASES["default"]["OPTIONS"].setdefault("connect_timeout", "3")
+else:
+    VAR_DIR.mkdir(exist_ok=True)
+    DATABASES["default"]["OPTIONS"] = {
+        # Writers queue for the lock instead of failing with "database is locked".
+        "timeout": 20,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+
+SECRET_KEY = secret_key(
+    "SECRET_KEY",
+    key_file=VAR_DIR / "secret_key",
+    may_generate=DEBUG or DATABASE_URL == DEFAULT_DATABASE_URL,
+)
+
+ASSIGNMENT_MAX_SUBJECTS = env_int("ASSIGNMENT_MAX_SUBJECTS", 1000, minimum=1, maximum=100_000)
+# How long a process may answer from its cached copy of an experiment; a change
+# applied by another process is seen after at most this many seconds.
+ASSIGNMENT_CONFIG_CACHE_SECONDS = env_float("ASSIGNMENT_CONFIG_CACHE_SECONDS", 2.0, minimum=0.0)
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "assignments",
+    "idlinks",
+    "tokens",
+]
+
+MIDDLEWARE = [
+    "config.middleware.BodySizeLimitMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+# Paths answer with or without a trailing slash by their own patterns, never by redirect.
+APPEND_SLASH = False
+
+# Bodies over 1 MiB are refused with 413 (CONTRACT.md section 3).
+DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["config.authentication.ApiTokenAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["config.authentication.IsAdminRole"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "EXCEPTION_HANDLER": "config.exceptions.problem_exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": "INFO"},
+}

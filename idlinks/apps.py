@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class IdlinksConfig(AppConfig):
+    name = "idlinks"
+    verbose_name = "Identifier links"

@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+
+class Role(models.TextChoices):
+    PROXY = "proxy", "proxy"
+    ADMIN = "admin", "admin"
+
+
+class ApiToken(models.Model):
+    """A bearer token; only a SHA-256 digest of the secret is stored.
+
+    The token's first part, `prefix`, is stored in clear so that a presented token
+    is found with one indexed lookup; the secret is high-entropy, so a plain
+    digest (not a slow password hash) is enough to make a database leak useless.
+    """
+
+    name = models.CharField(max_length=100)
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.PROXY)
+    prefix = models.CharField(max_length=16)
+    secret_hash = models.CharField(max_length=64)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["name"], name="apitoken_name_unique"),
+            models.UniqueConstraint(fields=["prefix"], name="apitoken_prefix_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.role})"
+
+    def is_usable(self, *, now) -> bool:
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
