@@ -1,0 +1,113 @@
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test import Client
+
+from assignments.resources import resources_parse
+from assignments.selectors import experiment_states
+from assignments.services import resources_apply
+from tokens.models import Role
+from tokens.services import api_token_create
+
+DEMO_YAML = """
+schemaVersion: 1
+kind: subjecttype
+metadata: {id: user}
+---
+schemaVersion: 1
+kind: subjecttype
+metadata: {id: cookie}
+---
+schemaVersion: 1
+kind: experiment
+metadata: {id: checkout-button, status: active}
+spec:
+  subjectType: user
+  variants:
+    - {id: control, control: true, split: 0.5}
+    - {id: green, split: 0.5}
+"""
+
+
+def pytest_collection_modifyitems(config, items):
+    """`@pytest.mark.postgres` tests need PostgreSQL; on SQLite they are skipped."""
+    from django.conf import settings
+
+    if settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        return
+    skip = pytest.mark.skip(reason="needs PostgreSQL (DATABASE_URL=postgres://...)")
+    for item in items:
+        if "postgres" in item.keywords:
+            item.add_marker(skip)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "postgres: needs PostgreSQL; skipped on SQLite")
+    config.addinivalue_line("markers", "e2e: starts real server processes")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_experiment_cache():
+    """Each test sees the database, not a state cached by an earlier test."""
+    experiment_states.clear()
+    yield
+    experiment_states.clear()
+
+
+def apply_yaml(text: str, *, dry_run: bool = False):
+    return resources_apply(specs=resources_parse(text, file="test.yaml"), dry_run=dry_run)
+
+
+@pytest.fixture
+def demo_config(db):
+    """The subject types `user` and `cookie` and the active experiment `checkout-button` (50/50)."""
+    apply_yaml(DEMO_YAML)
+
+
+class ApiClient:
+    """HTTP calls through Django's full request stack, with a token."""
+
+    def __init__(self, token: str | None) -> None:
+        self.token = token
+        self.client = Client()
+
+    def headers(self, token: str | None) -> dict[str, str]:
+        return {"HTTP_AUTHORIZATION": f"Bearer {token}"} if token else {}
+
+    def post(self, path: str, body: Any, *, token: str | None = None, **extra):
+        data = body if isinstance(body, (str, bytes)) else json.dumps(body)
+        extra.setdefault("content_type", "application/json")
+        return self.client.post(path, data, **self.headers(token or self.token), **extra)
+
+    def get(self, path: str, *, token: str | None = None, **extra):
+        return self.client.get(path, **self.headers(token or self.token), **extra)
+
+
+@pytest.fixture
+def proxy_token(db) -> str:
+    return api_token_create(name="test-proxy", role=Role.PROXY)[1]
+
+
+@pytest.fixture
+def admin_token(db) -> str:
+    return api_token_create(name="test-admin", role=Role.ADMIN)[1]
+
+
+@pytest.fixture
+def api(proxy_token) -> ApiClient:
+    """A client holding a `proxy` token, the role product backends use."""
+    return ApiClient(proxy_token)
+
+
+@pytest.fixture
+def anonymous_api(db) -> ApiClient:
+    return ApiClient(None)
+
+
+@pytest.fixture
+def is_postgres() -> bool:
+    return connection.vendor == "postgresql"

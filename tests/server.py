@@ -1,0 +1,94 @@
+"""Start the real service (gunicorn) in a subprocess for end-to-end tests."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, *, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"nothing listens on port {port} after {timeout}s")
+
+
+@contextlib.contextmanager
+def gunicorn(
+    *, env: dict[str, str], workers: int = 2, extra_args: tuple[str, ...] = ()
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """Run `gunicorn config.wsgi:application` with env added to ours; yields (base URL, process).
+
+    The process's output goes to a log file under var/ so a failing test can show it.
+    """
+    port = free_port()
+    log_path = PROJECT_DIR / "var" / f"gunicorn-e2e-{port}.log"
+    log_path.parent.mkdir(exist_ok=True)
+    command = [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "config.wsgi:application",
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--workers",
+        str(workers),
+        *extra_args,
+    ]
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(command, cwd=PROJECT_DIR, env={**os.environ, **env}, stdout=log, stderr=log)
+    try:
+        wait_for_port(port)
+        yield f"http://127.0.0.1:{port}", process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.returncode not in (0, -15):
+            sys.stderr.write(log_path.read_text())
+
+
+def database_url_for_tests() -> str:
+    """A DATABASE_URL naming the database the running test session uses (its test database)."""
+    from django.db import connection
+
+    settings_dict = connection.settings_dict
+    if connection.vendor != "postgresql":
+        raise RuntimeError("end-to-end tests run against PostgreSQL")
+    user = settings_dict["USER"] or ""
+    password = f":{settings_dict['PASSWORD']}" if settings_dict["PASSWORD"] else ""
+    auth = f"{user}{password}@" if user else ""
+    host = settings_dict["HOST"] or "127.0.0.1"
+    port = settings_dict["PORT"] or "5432"
+    return f"postgres://{auth}{host}:{port}/{settings_dict['NAME']}"
+
+
+def wait_until(predicate, *, timeout: float, interval: float = 0.1):
+    """Poll predicate until it returns something truthy; returns that value or raises TimeoutError."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError("condition not met in time")
+        time.sleep(interval)
