@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.db.models.functions import Lower
 
 from assignments.hashing import Allocation
@@ -17,10 +15,17 @@ MAX_CACHED_EXPERIMENTS = 10_000
 
 @dataclass(frozen=True)
 class ExperimentState:
-    """What the hot path needs to answer for one experiment, loaded in one go and cached."""
+    """What the hot path needs to answer for one experiment, loaded in one go and cached.
+
+    `version` is the experiment's resource_version, which every apply that changes
+    the experiment, its variants or its splits raises; the hot path compares it
+    with the stored one in a statement it runs anyway, so a cached state is never
+    used once stale.
+    """
 
     pk: int
     key: str
+    version: int
     status: str
     salt: str
     cohort: int
@@ -36,6 +41,10 @@ def experiment_get_ci(*, experiment_id: str) -> Experiment | None:
     return Experiment.objects.alias(lkey=Lower("key")).filter(lkey=experiment_id.lower()).first()
 
 
+def experiment_version_get(*, experiment_pk: int) -> int | None:
+    return Experiment.objects.filter(pk=experiment_pk).values_list("resource_version", flat=True).first()
+
+
 def experiment_state_load(*, experiment_id: str) -> ExperimentState | None:
     """The experiment's current state from the database (three small queries)."""
     experiment = experiment_get_ci(experiment_id=experiment_id)
@@ -48,6 +57,7 @@ def experiment_state_load(*, experiment_id: str) -> ExperimentState | None:
     return ExperimentState(
         pk=experiment.pk,
         key=experiment.key,
+        version=experiment.resource_version,
         status=experiment.status,
         salt=experiment.salt,
         cohort=cohort or 1,
@@ -58,31 +68,34 @@ def experiment_state_load(*, experiment_id: str) -> ExperimentState | None:
 
 
 class ExperimentStateCache:
-    """Per-process cache of ExperimentState, unknown experiments included.
+    """Per-process cache of ExperimentState by lower-cased experiment ID.
 
-    Entries live ASSIGNMENT_CONFIG_CACHE_SECONDS, so a change applied by any
-    process is seen everywhere within that time; `clear` makes a change applied
-    in this process visible at once.
+    Entries are not trusted blindly: callers check `version` against the database
+    and `forget` a stale entry. Unknown experiments are not cached, so one created
+    by another process is found on the next request.
     """
 
     def __init__(self) -> None:
-        self._entries: dict[str, tuple[float, ExperimentState | None]] = {}
+        self._entries: dict[str, ExperimentState] = {}
         self._lock = threading.Lock()
 
-    def get(self, experiment_id: str, *, fresh: bool = False) -> ExperimentState | None:
+    def get(self, experiment_id: str) -> ExperimentState | None:
         cache_key = experiment_id.lower()
-        now = time.monotonic()
-        if not fresh:
-            entry = self._entries.get(cache_key)
-            if entry is not None and entry[0] > now:
-                return entry[1]
+        state = self._entries.get(cache_key)
+        if state is not None:
+            return state
         state = experiment_state_load(experiment_id=experiment_id)
-        with self._lock:
-            # Unknown IDs are cached too; the bound keeps a stream of them from growing the dict forever.
-            if len(self._entries) >= MAX_CACHED_EXPERIMENTS:
-                self._entries.clear()
-            self._entries[cache_key] = (now + settings.ASSIGNMENT_CONFIG_CACHE_SECONDS, state)
+        if state is not None:
+            with self._lock:
+                # Bounded by the number of experiments; the guard only stops pathological growth.
+                if len(self._entries) >= MAX_CACHED_EXPERIMENTS:
+                    self._entries.clear()
+                self._entries[cache_key] = state
         return state
+
+    def forget(self, experiment_id: str) -> None:
+        with self._lock:
+            self._entries.pop(experiment_id.lower(), None)
 
     def clear(self) -> None:
         with self._lock:

@@ -13,8 +13,13 @@ from datetime import datetime
 
 from django.db import connection
 
+# The first branch returns the experiment's resource_version (its row has a NULL
+# subject ID), so the caller learns whether its cached state is stale at no extra
+# round trip; no row at all means the experiment is gone.
 POSTGRES_FETCH = """
-SELECT a.subject_id, a.variant_id
+SELECT NULL, NULL, e.resource_version FROM assignments_experiment e WHERE e.id = %s
+UNION ALL
+SELECT a.subject_id, a.variant_id, NULL
 FROM unnest(%s::text[]) AS s(subject_id)
 JOIN assignments_assignment a ON a.experiment_id = %s AND a.subject_id = s.subject_id
 """
@@ -31,7 +36,9 @@ RETURNING subject_id, variant_id
 """
 
 SQLITE_FETCH = """
-SELECT a.subject_id, a.variant_id
+SELECT NULL, NULL, e.resource_version FROM assignments_experiment e WHERE e.id = %s
+UNION ALL
+SELECT a.subject_id, a.variant_id, NULL
 FROM assignments_assignment a
 WHERE a.experiment_id = %s AND a.subject_id IN (SELECT value FROM json_each(%s))
 """
@@ -46,14 +53,22 @@ RETURNING subject_id, variant_id
 """
 
 
-def assignments_fetch(*, experiment_pk: int, subject_ids: Sequence[str]) -> dict[str, int]:
-    """Stored variant primary keys of those subjects that have one."""
+def assignments_fetch(*, experiment_pk: int, subject_ids: Sequence[str]) -> tuple[int | None, dict[str, int]]:
+    """The experiment's current resource_version (None if it is gone), and the stored
+    variant primary keys of those subjects that have one."""
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            cursor.execute(POSTGRES_FETCH, [list(subject_ids), experiment_pk])
+            cursor.execute(POSTGRES_FETCH, [experiment_pk, list(subject_ids), experiment_pk])
         else:
-            cursor.execute(SQLITE_FETCH, [experiment_pk, json.dumps(list(subject_ids))])
-        return dict(cursor.fetchall())
+            cursor.execute(SQLITE_FETCH, [experiment_pk, experiment_pk, json.dumps(list(subject_ids))])
+        version = None
+        stored = {}
+        for subject_id, variant_pk, resource_version in cursor.fetchall():
+            if subject_id is None:
+                version = resource_version
+            else:
+                stored[subject_id] = variant_pk
+        return version, stored
 
 
 def assignments_insert(

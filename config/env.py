@@ -47,19 +47,6 @@ def env_int(name: str, default: int, *, minimum: int, maximum: int | None = None
     return value
 
 
-def env_float(name: str, default: float, *, minimum: float) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = float(raw.strip())
-    except ValueError:
-        raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}") from None
-    if not value >= minimum:
-        raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {raw!r}")
-    return value
-
-
 def env_list(name: str, default: str) -> list[str]:
     raw = os.environ.get(name, default)
     items = [item.strip() for item in raw.split(",")]

@@ -7,7 +7,6 @@ from pathlib import Path
 from config.env import (
     database_from_url,
     env_bool,
-    env_float,
     env_int,
     env_list,
     env_str,
@@ -45,9 +44,6 @@ SECRET_KEY = secret_key(
 )
 
 ASSIGNMENT_MAX_SUBJECTS = env_int("ASSIGNMENT_MAX_SUBJECTS", 1000, minimum=1, maximum=100_000)
-# How long a process may answer from its cached copy of an experiment; a change
-# applied by another process is seen after at most this many seconds.
-ASSIGNMENT_CONFIG_CACHE_SECONDS = env_float("ASSIGNMENT_CONFIG_CACHE_SECONDS", 2.0, minimum=0.0)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
