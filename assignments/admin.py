@@ -93,7 +93,8 @@ class ExperimentAdmin(ReadOnlyAdmin):
 
     @admin.display(description="Assignments per variant")
     def assignments_per_variant(self, obj: Experiment) -> str:
-        counts = obj.variants.annotate(total=Count("assignments")).values_list("key", "total")
+        # Explicit order: Meta.ordering does not apply to a GROUP BY query.
+        counts = obj.variants.annotate(total=Count("assignments")).order_by("position").values_list("key", "total")
         return ", ".join(f"{key}: {total}" for key, total in counts) or "none"
 
 
