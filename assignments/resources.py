@@ -140,7 +140,8 @@ class _Reader:
 
     def resource_id(self, data: dict, name: str, path: str, *, default: str | None = None) -> str | None:
         value = self.string(data, name, path, default=default)
-        if value is not None and not _resource_id.match(value):
+        # fullmatch: the pattern's `$` alone would also accept a trailing newline.
+        if value is not None and not _resource_id.fullmatch(value):
             self.error(f"{path}.{name}", f"must match {RESOURCE_ID_PATTERN}")
             return None
         return value

@@ -12,7 +12,7 @@ from django.db.models.functions import Lower
 from django.utils import timezone
 
 from assignments.errors import ExperimentNotActive, ExperimentNotFound
-from assignments.models import Assignment, Cohort, Experiment, Lab, SubjectType, Variant
+from assignments.models import DEFAULT_LAB_ID, Assignment, Cohort, Experiment, Lab, SubjectType, Variant
 from assignments.resources import (
     ExperimentSpec,
     LabSpec,
@@ -167,19 +167,18 @@ def _check_experiment_change(experiment: Experiment, spec: ExperimentSpec, subje
     return errors
 
 
-def _write_variants(experiment: Experiment, spec: ExperimentSpec) -> bool:
-    """Make the stored variants those of the spec; True if anything changed."""
+def _write_variants(experiment: Experiment, spec: ExperimentSpec) -> tuple[bool, list[int]]:
+    """Create and update the spec's variants; returns whether anything changed and the
+    primary keys of the stored variants the spec drops, for the caller to delete once the
+    experiment no longer names one of them as its winner (Experiment.winning_variant protects it)."""
     stored = {variant.key.lower(): variant for variant in experiment.variants.all()}
     wanted = {variant.key.lower() for variant in spec.variants}
-    changed = False
     removed = [variant.pk for key, variant in stored.items() if key not in wanted]
-    if removed:
-        Variant.objects.filter(pk__in=removed).delete()
-        changed = True
-    # variant_one_control_per_experiment is checked per row: clear the old control first.
-    control_moves = [
-        v for v in spec.variants if v.key.lower() in stored and stored[v.key.lower()].is_control != v.is_control
-    ]
+    changed = bool(removed)
+    # variant_one_control_per_experiment is checked per row, and a dropped control is still
+    # stored until the end: clear the old control first.
+    stored_control = next((key for key, variant in stored.items() if variant.is_control), None)
+    control_moves = stored_control != next(v.key.lower() for v in spec.variants if v.is_control)
     if control_moves:
         Variant.objects.filter(experiment=experiment, is_control=True).update(is_control=False)
         for variant in stored.values():
@@ -204,12 +203,15 @@ def _write_variants(experiment: Experiment, spec: ExperimentSpec) -> bool:
                 setattr(variant, name, values[name])
             variant.save(update_fields=updates)
             changed = True
-    return changed or bool(control_moves)
+    return changed or control_moves, removed
 
 
 def _apply_experiment(spec: ExperimentSpec, errors: list[str]) -> str | None:
     where = f"{spec.source}: experiment {spec.key!r}"
     lab = _get_ci(Lab, spec.lab)
+    if lab is None and spec.lab.lower() == DEFAULT_LAB_ID:
+        # `default` exists out of the box (migration 0002); a flushed database gets it back here.
+        lab = Lab.objects.create(key=DEFAULT_LAB_ID, name=DEFAULT_LAB_ID)
     subject_type = _get_ci(SubjectType, spec.subject_type)
     if lab is None:
         errors.append(f"{where}: metadata.parentId: no lab {spec.lab!r}")
@@ -236,7 +238,7 @@ def _apply_experiment(spec: ExperimentSpec, errors: list[str]) -> str | None:
             errors.extend(problems)
             return None
         old_splits = _stored_splits(experiment)
-    variants_changed = _write_variants(experiment, spec)
+    variants_changed, removed_variants = _write_variants(experiment, spec)
     new_splits = [(variant.key.lower(), variant.split) for variant in spec.variants]
     if created:
         Cohort.objects.create(experiment=experiment, number=1, splits=spec.splits())
@@ -268,13 +270,16 @@ def _apply_experiment(spec: ExperimentSpec, errors: list[str]) -> str | None:
         experiment.save()
         return "created"
     if _save_fields(experiment, values):
-        return "updated"
-    if variants_changed:
+        outcome = "updated"
+    elif variants_changed:
         Experiment.objects.filter(pk=experiment.pk).update(
             resource_version=F("resource_version") + 1, updated_at=timezone.now()
         )
-        return "updated"
-    return "unchanged"
+        outcome = "updated"
+    else:
+        outcome = "unchanged"
+    Variant.objects.filter(pk__in=removed_variants).delete()
+    return outcome
 
 
 def resources_apply(*, specs: list[ResourceSpec], dry_run: bool = False) -> list[ApplyResult]:

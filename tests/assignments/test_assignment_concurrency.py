@@ -1,0 +1,105 @@
+"""Concurrent requests for the same new subjects: one stored row each, every answer equal to it."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+
+import pytest
+from django.db import connection
+from django.test import Client
+
+from assignments.models import Assignment
+from tests.assignments.helpers import reference_variant
+from tests.conftest import apply_yaml
+from tokens.models import Role
+from tokens.services import api_token_create
+
+THREADS = 8
+SUBJECTS = 500
+# A deadlock needs two inserts to overlap in time, which one burst of threads does not
+# always achieve; several bursts make a batch insert in an unsorted order fail reliably.
+ROUNDS = 5
+
+# Its own lab: a transactional test empties the tables afterwards, so it cannot count on
+# the `default` lab that the migrations create.
+CONFIG = """
+schemaVersion: 1
+kind: subjecttype
+metadata: {id: user}
+---
+schemaVersion: 1
+kind: lab
+metadata: {id: race}
+---
+schemaVersion: 1
+kind: experiment
+metadata: {id: race-exp, status: active, parentId: race}
+spec:
+  subjectType: user
+  variants:
+    - {id: control, control: true, split: 0.3}
+    - {id: b, split: 0.3}
+    - {id: c, split: 0.4}
+"""
+SPLITS = [("control", 0.3), ("b", 0.3), ("c", 0.4)]
+
+
+def race(token: str, subject_ids: list[str]) -> list[dict]:
+    """THREADS requests for subject_ids, each in its own order, released at once; their answers."""
+    barrier = threading.Barrier(THREADS)
+    answers: list[dict] = []
+    failures: list[BaseException] = []
+
+    def ask(number: int) -> None:
+        try:
+            order = subject_ids[:]
+            random.Random(number).shuffle(order)
+            client = Client()
+            body = json.dumps({"experiment_id": "race-exp", "subject_ids": order})
+            barrier.wait(timeout=30)
+            response = client.post(
+                "/experiment-assignments", body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}"
+            )
+            assert response.status_code == 200, response.content
+            answers.append(json.loads(response.content)["assignments"])
+        except BaseException as error:
+            failures.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=ask, args=(number,)) for number in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads), "a request hung"
+    assert not failures, failures
+    assert len(answers) == THREADS
+    return answers
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_assign__8_threads_racing_for_the_same_500_new_subjects__one_row_each_and_all_answers_agree():
+    # Given committed configuration and token
+    apply_yaml(CONFIG)
+    token = api_token_create(name="race", role=Role.PROXY)[1]
+
+    for round_number in range(ROUNDS):
+        # When 8 requests ask at once for the same 500 subjects nobody has asked for yet
+        subject_ids = [f"racer-{round_number}-{index}" for index in range(SUBJECTS)]
+        answers = race(token, subject_ids)
+
+        # Then nobody failed, exactly one row per subject exists, and every answer is the stored row
+        rows = list(
+            Assignment.objects.filter(subject_id__in=subject_ids).values_list("subject_id", "variant__key", "cohort")
+        )
+        assert len(rows) == SUBJECTS
+        stored = {subject_id: variant for subject_id, variant, _ in rows}
+        assert {cohort for _, _, cohort in rows} == {1}
+        for answer in answers:
+            assert answer == stored
+        assert stored == {subject_id: reference_variant("race-exp", subject_id, SPLITS) for subject_id in subject_ids}
+    assert Assignment.objects.count() == ROUNDS * SUBJECTS

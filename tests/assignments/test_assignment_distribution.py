@@ -1,0 +1,56 @@
+"""20,000 new subjects land in the variants as configured, each exactly where section 2 puts it."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+from assignments.models import Assignment
+from assignments.services import assign_subjects
+from tests.assignments.helpers import reference_variant
+from tests.conftest import apply_yaml
+
+SPLITS = [("control", 0.2), ("b", 0.3), ("c", 0.5)]
+SUBJECTS = 20_000
+# Chi-square with 2 degrees of freedom exceeds 27.63 with probability 1e-6 under the right formula;
+# a formula that swapped, dropped or mis-accumulated the splits scores in the thousands.
+CHI_SQUARE_LIMIT = -2 * math.log(1e-6)
+
+CONFIG = """
+schemaVersion: 1
+kind: subjecttype
+metadata: {id: user}
+---
+schemaVersion: 1
+kind: experiment
+metadata: {id: three-way, status: active}
+spec:
+  subjectType: user
+  salt: distribution-test
+  variants:
+    - {id: control, control: true, split: 0.2}
+    - {id: b, split: 0.3}
+    - {id: c, split: 0.5}
+"""
+
+
+def test_assign__20000_new_subjects__split_as_configured_and_equal_to_the_formula(db):
+    apply_yaml(CONFIG)
+    subject_ids = [f"user-{index:05d}" for index in range(SUBJECTS)]
+
+    answered: dict[str, str] = {}
+    for start in range(0, SUBJECTS, 1000):
+        answered.update(assign_subjects(experiment_id="three-way", subject_ids=subject_ids[start : start + 1000]))
+
+    # Each subject is where the independent computation of section 2 puts it, in the answer and in the table
+    expected = {subject_id: reference_variant("distribution-test", subject_id, SPLITS) for subject_id in subject_ids}
+    assert answered == expected
+    stored = dict(Assignment.objects.values_list("subject_id", "variant__key"))
+    assert stored == expected
+    # And the observed split matches the configured one
+    counts = Counter(answered.values())
+    chi_square = sum((counts[variant] - SUBJECTS * split) ** 2 / (SUBJECTS * split) for variant, split in SPLITS)
+    assert chi_square < CHI_SQUARE_LIMIT, (counts, chi_square)
+    for variant, split in SPLITS:
+        sigma = math.sqrt(SUBJECTS * split * (1 - split))
+        assert abs(counts[variant] - SUBJECTS * split) < 5 * sigma, counts

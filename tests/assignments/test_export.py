@@ -1,0 +1,173 @@
+"""`manage.py export_resources`: YAML that apply_resources accepts unchanged (CONTRACT.md sections 4 and 5)."""
+
+from __future__ import annotations
+
+import io
+
+import yaml
+from django.core.management import call_command
+
+from assignments.models import Experiment
+from assignments.resources import resources_parse
+from tests.conftest import apply_yaml
+
+# Values chosen to trip a careless YAML writer: strings that look like numbers,
+# booleans or null; a colon; several lines; non-ASCII; IDs in mixed case; every
+# kind and status; non-dyadic splits; a custom salt; a declared winner.
+TRICKY = """
+schemaVersion: 1
+kind: subjecttype
+metadata: {id: User, name: "123", description: "yes", status: active}
+---
+schemaVersion: 1
+kind: subjecttype
+metadata: {id: legacy-cookie, name: "null", status: archived}
+---
+schemaVersion: 1
+kind: lab
+metadata: {id: Growth.Team, name: "Croissance équipe ☕ 成長", description: "line one\\nline two: with colon"}
+---
+schemaVersion: 1
+kind: experiment
+metadata: {id: Checkout-Button, name: "true", status: active, parentId: growth.team, description: "- dash"}
+spec:
+  subjectType: user
+  hypothesis: "A green button: more checkouts"
+  salt: "0123"
+  variants:
+    - {id: Control, control: true, split: 0.1, name: "Base", description: "0.5"}
+    - {id: green, split: 0.2}
+    - {id: blue_1, split: 0.7}
+---
+schemaVersion: 1
+kind: experiment
+metadata: {id: pricing, status: winner_declared}
+spec:
+  subjectType: USER
+  winningVariant: CHEAP
+  variants:
+    - {id: control, control: true, split: 0.333333}
+    - {id: cheap, split: 0.333333}
+    - {id: dear, split: 0.333334}
+---
+schemaVersion: 1
+kind: experiment
+metadata: {id: draft-one}
+spec:
+  subjectType: legacy-cookie
+  variants:
+    - {id: a, control: true, split: 1}
+    - {id: b, split: 0}
+"""
+
+
+def export(*args: str) -> str:
+    out = io.StringIO()
+    call_command("export_resources", *args, stdout=out)
+    return out.getvalue()
+
+
+def apply_lines(path) -> list[str]:
+    out = io.StringIO()
+    call_command("apply_resources", str(path), stdout=out)
+    return out.getvalue().splitlines()
+
+
+def test_export__round_trip__applying_the_export_reports_only_unchanged(db, tmp_path):
+    # Given the tricky configuration, applied through the command
+    source = tmp_path / "config.yaml"
+    source.write_text(TRICKY, encoding="utf-8")
+    apply_lines(source)
+
+    # When it is exported and the export applied again
+    exported = tmp_path / "export.yaml"
+    exported.write_text(export(), encoding="utf-8")
+    lines = apply_lines(exported)
+
+    # Then every resource, the default lab included, is unchanged, and a second export is identical
+    assert lines
+    assert all(line.endswith(": unchanged") for line in lines), lines
+    assert sorted(lines) == sorted(
+        [
+            "subjecttype User: unchanged",
+            "subjecttype legacy-cookie: unchanged",
+            "lab default: unchanged",
+            "lab Growth.Team: unchanged",
+            "experiment Checkout-Button: unchanged",
+            "experiment pricing: unchanged",
+            "experiment draft-one: unchanged",
+        ]
+    )
+    assert export() == exported.read_text(encoding="utf-8")
+
+
+def test_export__values__as_stored_and_as_written(db):
+    apply_yaml(TRICKY)
+
+    documents = {(d["kind"], d["metadata"]["id"]): d for d in yaml.safe_load_all(export())}
+
+    user = documents[("subjecttype", "User")]
+    assert user["metadata"] == {
+        "id": "User",
+        "name": "123",
+        "description": "yes",
+        "status": "active",
+        "resourceVersion": 1,
+    }
+    assert documents[("lab", "Growth.Team")]["metadata"]["name"] == "Croissance équipe ☕ 成長"
+    checkout = documents[("experiment", "Checkout-Button")]
+    assert checkout["schemaVersion"] == 1
+    assert checkout["metadata"]["name"] == "true"
+    assert checkout["metadata"]["parentId"] == "Growth.Team"
+    assert checkout["spec"]["subjectType"] == "User"
+    assert checkout["spec"]["salt"] == "0123"
+    assert checkout["spec"]["variants"] == [
+        {"id": "Control", "name": "Base", "description": "0.5", "control": True, "split": 0.1},
+        {"id": "green", "control": False, "split": 0.2},
+        {"id": "blue_1", "control": False, "split": 0.7},
+    ]
+    pricing = documents[("experiment", "pricing")]
+    assert pricing["spec"]["winningVariant"] == "cheap"
+    assert pricing["spec"]["salt"] == "pricing"
+    assert "winningVariant" not in documents[("experiment", "draft-one")]["spec"]
+
+
+def test_export__after_changes__carries_the_current_resource_version(db):
+    apply_yaml(TRICKY)
+    apply_yaml(TRICKY.replace('name: "true"', 'name: "false"'))
+
+    documents = {d["metadata"]["id"]: d for d in yaml.safe_load_all(export("--kind", "experiment"))}
+
+    assert documents["Checkout-Button"]["metadata"]["resourceVersion"] == 2
+    assert documents["pricing"]["metadata"]["resourceVersion"] == 1
+
+
+def test_export__kind_filter__only_that_kind_and_still_parseable(db):
+    apply_yaml(TRICKY)
+
+    for kind, expected in [
+        ("subjecttype", {"User", "legacy-cookie"}),
+        ("lab", {"default", "Growth.Team"}),
+        ("experiment", {"Checkout-Button", "pricing", "draft-one"}),
+    ]:
+        specs = resources_parse(export("--kind", kind), file="export.yaml")
+        assert {spec.kind for spec in specs} == {kind}
+        assert {spec.key for spec in specs} == expected
+
+
+def test_export__fresh_installation__only_the_default_lab(db):
+    (lab,) = resources_parse(export(), file="export.yaml")
+    assert (lab.kind, lab.key) == ("lab", "default")
+
+
+def test_export__reapplied_after_assignments__unchanged_and_nothing_frozen_trips(db, tmp_path):
+    # Salt, subject type and variants are frozen by assignments; the export must not look like a change to them.
+    from assignments.services import assign_subjects
+
+    apply_yaml(TRICKY)
+    assign_subjects(experiment_id="checkout-button", subject_ids=[f"s{index}" for index in range(100)])
+    exported = tmp_path / "export.yaml"
+    exported.write_text(export(), encoding="utf-8")
+
+    assert all(line.endswith(": unchanged") for line in apply_lines(exported))
+    assert Experiment.objects.get(key="Checkout-Button").cohorts.count() == 1
