@@ -1,0 +1,385 @@
+"""`manage.py export_assignments` (CONTRACT.md section 5): streamed CSV / JSON Lines of one experiment."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection
+
+from assignments.exports import CHUNK_SIZE, atomic_output
+from assignments.models import Assignment, Experiment
+from tests.factories import AssignmentFactory, ExperimentFactory
+from tests.server import PROJECT_DIR, database_url_for_tests
+
+HEADER = ["experiment_id", "subject_id", "variant_id", "cohort", "created_at"]
+T0 = dt.datetime(2026, 11, 1, 10, 0, 0, tzinfo=dt.UTC)
+
+# What a subject ID may hold (CONTRACT.md section 1: anything but control characters), and CSV must carry.
+AWKWARD_SUBJECT_IDS = [
+    "plain",
+    "comma,inside",
+    'quote"inside',
+    '"fully quoted"',
+    "  padded  ",
+    "semi;colon",
+    "ünïcødé-用户-🙂",
+    "=1+1",
+    "x" * 256,
+]
+
+
+def export(*args: str) -> tuple[str, str]:
+    stdout, stderr = io.StringIO(), io.StringIO()
+    call_command("export_assignments", *args, stdout=stdout, stderr=stderr)
+    return stdout.getvalue(), stderr.getvalue()
+
+
+def csv_rows(text: str) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(text, newline="")))
+
+
+def bulk_assign(experiment: Experiment, count: int, *, start: dt.datetime = T0, prefix: str = "s") -> None:
+    """count assignments a second apart, alternating over the experiment's variants."""
+    variants = list(experiment.variants.order_by("position"))
+    Assignment.objects.bulk_create(
+        Assignment(
+            experiment=experiment,
+            subject_id=f"{prefix}{index:06d}",
+            variant=variants[index % len(variants)],
+            cohort=1,
+            created_at=start + dt.timedelta(seconds=index),
+        )
+        for index in range(count)
+    )
+
+
+@pytest.fixture
+def checkout(db) -> Experiment:
+    return ExperimentFactory(key="Checkout-Button", splits=[("control", 0.5), ("Green", 0.5)])
+
+
+def test_export__csv_default__header_then_rows_by_resource_id_in_time_order(checkout):
+    # Given two assignments stored out of time order, and one of another experiment
+    control, green = checkout.variants.order_by("position")
+    AssignmentFactory(experiment=checkout, subject_id="late", variant=green, cohort=2, created_at=T0 + dt.timedelta(1))
+    AssignmentFactory(experiment=checkout, subject_id="early", variant=control, created_at=T0)
+    AssignmentFactory(subject_id="elsewhere")
+
+    # When the experiment is exported without options
+    stdout, stderr = export("--experiment", "Checkout-Button")
+
+    # Then stdout holds the CSV alone: IDs as configured (not primary keys), UTC timestamps, oldest first
+    assert stderr == ""
+    assert stdout == (
+        "experiment_id,subject_id,variant_id,cohort,created_at\n"
+        "Checkout-Button,early,control,1,2026-11-01T10:00:00.000000Z\n"
+        "Checkout-Button,late,Green,2,2026-11-02T10:00:00.000000Z\n"
+    )
+
+
+def test_export__jsonl__one_object_per_line_with_unescaped_unicode(checkout):
+    green = checkout.variants.get(key="Green")
+    AssignmentFactory(
+        experiment=checkout, subject_id="ünï 🙂", variant=green, created_at=T0 + dt.timedelta(microseconds=7)
+    )
+
+    stdout, _ = export("--experiment", "checkout-button", "--format", "jsonl")
+
+    assert stdout == (
+        '{"experiment_id": "Checkout-Button", "subject_id": "ünï 🙂", "variant_id": "Green", "cohort": 1, '
+        '"created_at": "2026-11-01T10:00:00.000007Z"}\n'
+    )
+
+
+def test_export__experiment_id_in_other_case__finds_the_experiment(checkout):
+    AssignmentFactory(experiment=checkout, subject_id="u1")
+
+    stdout, _ = export("--experiment", "CHECKOUT-BUTTON")
+
+    assert [row[:2] for row in csv_rows(stdout)[1:]] == [["Checkout-Button", "u1"]]
+
+
+def test_export__unknown_experiment__command_error_and_no_output(db):
+    stdout = io.StringIO()
+
+    with pytest.raises(CommandError, match="no experiment has the ID 'missing'"):
+        call_command("export_assignments", "--experiment", "missing", stdout=stdout)
+
+    assert stdout.getvalue() == ""
+
+
+def test_export__awkward_subject_ids__csv_reads_back_exactly(checkout):
+    # Given subject IDs with commas, quotes, padding, Unicode and formula-like text
+    for index, subject_id in enumerate(AWKWARD_SUBJECT_IDS):
+        AssignmentFactory(experiment=checkout, subject_id=subject_id, created_at=T0 + dt.timedelta(seconds=index))
+
+    # When exported as CSV
+    stdout, _ = export("--experiment", "checkout-button")
+
+    # Then a CSV reader gets every ID back unchanged, one row per line
+    rows = csv_rows(stdout)
+    assert rows[0] == HEADER
+    assert [row[1] for row in rows[1:]] == AWKWARD_SUBJECT_IDS
+    assert all(len(row) == 5 for row in rows)
+    assert len(stdout.splitlines()) == len(AWKWARD_SUBJECT_IDS) + 1
+
+
+def test_export__awkward_subject_ids__jsonl_reads_back_exactly(checkout):
+    for index, subject_id in enumerate(AWKWARD_SUBJECT_IDS):
+        AssignmentFactory(experiment=checkout, subject_id=subject_id, created_at=T0 + dt.timedelta(seconds=index))
+
+    stdout, _ = export("--experiment", "checkout-button", "--format", "jsonl")
+
+    objects = [json.loads(line) for line in stdout.splitlines()]
+    assert [obj["subject_id"] for obj in objects] == AWKWARD_SUBJECT_IDS
+    assert all(list(obj) == HEADER and obj["cohort"] == 1 for obj in objects)
+
+
+def test_export__same_timestamp__ordered_by_insertion(checkout):
+    # Given a batch stored with one timestamp, as the API stores a request's new subjects
+    Assignment.objects.bulk_create(
+        Assignment(
+            experiment=checkout, subject_id=subject_id, variant=checkout.variants.first(), cohort=1, created_at=T0
+        )
+        for subject_id in ["z", "a", "m"]
+    )
+
+    stdout, _ = export("--experiment", "checkout-button")
+
+    assert [row[1] for row in csv_rows(stdout)[1:]] == ["z", "a", "m"]
+
+
+def test_export__no_assignments__csv_header_only_and_jsonl_empty(checkout):
+    assert export("--experiment", "checkout-button")[0] == "experiment_id,subject_id,variant_id,cohort,created_at\n"
+    assert export("--experiment", "checkout-button", "--format", "jsonl")[0] == ""
+
+
+@pytest.mark.parametrize(
+    ("since", "expected"),
+    [
+        ("2026-11-01", ["before", "at-10:00", "at-11:00", "next-day"]),
+        ("2026-11-01T10:00:00Z", ["at-10:00", "at-11:00", "next-day"]),
+        ("2026-11-01T11:00:00Z", ["at-11:00", "next-day"]),
+        ("2026-11-01T11:00:00", ["at-11:00", "next-day"]),
+        ("2026-11-01T12:00:00+01:00", ["at-11:00", "next-day"]),
+        ("2026-11-01T10:00:00.000001+00:00", ["at-11:00", "next-day"]),
+        ("2026-11-02", ["next-day"]),
+        ("2030-01-01", []),
+    ],
+)
+def test_export__since__keeps_assignments_made_at_or_after_it(checkout, since, expected):
+    # Given assignments at 09:59:59, 10:00, 11:00 UTC on 1 November and 00:00 on the 2nd
+    for subject_id, moment in [
+        ("before", T0 - dt.timedelta(seconds=1)),
+        ("at-10:00", T0),
+        ("at-11:00", T0 + dt.timedelta(hours=1)),
+        ("next-day", dt.datetime(2026, 11, 2, tzinfo=dt.UTC)),
+    ]:
+        AssignmentFactory(experiment=checkout, subject_id=subject_id, created_at=moment)
+
+    stdout, _ = export("--experiment", "checkout-button", "--since", since)
+
+    assert [row[1] for row in csv_rows(stdout)[1:]] == expected
+
+
+@pytest.mark.parametrize("since", ["yesterday", "2026-13-01", "2026-11-01T25:00", ""])
+def test_export__malformed_since__error_names_the_option(checkout, since):
+    with pytest.raises(CommandError, match="--since"):
+        export("--experiment", "checkout-button", "--since", since)
+
+
+def test_export__output_file__written_and_summary_alone_on_stdout(checkout, tmp_path):
+    # Given an existing file at the destination
+    AssignmentFactory(experiment=checkout, subject_id="ünï,1")
+    destination = tmp_path / "assignments.csv"
+    destination.write_text("old content\n")
+
+    # When exported into it
+    stdout, stderr = export("--experiment", "checkout-button", "--output", str(destination))
+
+    # Then it is replaced by the export (UTF-8), stdout holds the summary only, and no temporary file is left
+    assert stdout == f"exported 1 assignments of Checkout-Button to {destination}\n"
+    assert stderr == ""
+    rows = csv_rows(destination.read_text(encoding="utf-8"))
+    assert rows[0] == HEADER
+    assert rows[1][:3] == ["Checkout-Button", "ünï,1", "control"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["assignments.csv"]
+
+
+def test_export__output_file__gets_the_mode_umask_allows(checkout, tmp_path):
+    previous = os.umask(0o027)
+    try:
+        export("--experiment", "checkout-button", "--output", str(tmp_path / "out.csv"))
+    finally:
+        os.umask(previous)
+
+    assert (tmp_path / "out.csv").stat().st_mode & 0o777 == 0o640
+
+
+def test_export__output_unknown_experiment__existing_file_untouched(db, tmp_path):
+    destination = tmp_path / "assignments.csv"
+    destination.write_text("previous export\n")
+
+    with pytest.raises(CommandError):
+        export("--experiment", "missing", "--output", str(destination))
+
+    assert destination.read_text() == "previous export\n"
+    assert list(tmp_path.iterdir()) == [destination]
+
+
+def test_export__output_in_missing_directory__command_error_naming_the_file(checkout, tmp_path):
+    destination = tmp_path / "no-such-dir" / "out.csv"
+
+    with pytest.raises(CommandError, match=r"cannot write .*out\.csv: No such file or directory"):
+        export("--experiment", "checkout-button", "--output", str(destination))
+
+
+def test_atomic_output__block_fails_midway__old_file_kept_and_no_partial_file(tmp_path):
+    # Given a previous export at the destination
+    destination = tmp_path / "export.csv"
+    destination.write_text("complete previous export\n")
+
+    # When a new export fails after writing part of its rows
+    with pytest.raises(RuntimeError), atomic_output(destination) as handle:
+        handle.write("half of a new export\n")
+        raise RuntimeError("database went away")
+
+    # Then the previous file is intact and nothing else is left in the directory
+    assert destination.read_text() == "complete previous export\n"
+    assert list(tmp_path.iterdir()) == [destination]
+
+
+def test_atomic_output__before_the_block_ends__destination_not_yet_written(tmp_path):
+    destination = tmp_path / "export.csv"
+
+    with atomic_output(destination) as handle:
+        handle.write("row\n")
+        handle.flush()
+        assert not destination.exists()
+
+    assert destination.read_text() == "row\n"
+
+
+class CursorProbe(io.StringIO):
+    """A stdout that, at the first row written, records the server-side cursors open on the connection."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cursors: list[tuple[str, bool]] | None = None
+
+    def write(self, text: str) -> int:
+        if self.cursors is None:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT statement, is_holdable FROM pg_cursors")
+                self.cursors = cursor.fetchall()
+        return super().write(text)
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_export__many_rows_on_postgresql__streamed_through_a_server_side_cursor_without_hold(checkout):
+    # Given more assignments than one fetch holds, committed (no test transaction around the command)
+    row_count = 5000
+    assert row_count > 2 * CHUNK_SIZE
+    bulk_assign(checkout, row_count)
+    probe = CursorProbe()
+
+    # When exported in autocommit mode, as from the command line (JSON Lines: the first write is a row)
+    call_command("export_assignments", "--experiment", "checkout-button", "--format", "jsonl", stdout=probe)
+
+    # Then the rows came through an open server-side cursor over the assignments, one not declared
+    # WITH HOLD (PostgreSQL would materialise that whole result before sending the first row)
+    assert probe.cursors is not None
+    assignment_cursors = [(statement, holdable) for statement, holdable in probe.cursors if "assignment" in statement]
+    assert len(assignment_cursors) == 1
+    assert assignment_cursors[0][1] is False
+    # And every row arrived, in time order
+    objects = [json.loads(line) for line in probe.getvalue().splitlines()]
+    assert [obj["subject_id"] for obj in objects] == [f"s{index:06d}" for index in range(row_count)]
+    assert objects[-1]["created_at"] == "2026-11-01T11:23:19.000000Z"
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_export__many_rows_since__only_the_later_ones(checkout):
+    bulk_assign(checkout, 5000)
+
+    stdout, _ = export("--experiment", "checkout-button", "--since", "2026-11-01T11:00:00Z", "--format", "jsonl")
+
+    # 11:00 is 3600 seconds after the first row, at 10:00
+    subject_ids = [json.loads(line)["subject_id"] for line in stdout.splitlines()]
+    assert subject_ids == [f"s{index:06d}" for index in range(3600, 5000)]
+
+
+def run_manage(*args: str, **popen) -> subprocess.CompletedProcess:
+    env = {**os.environ, "DATABASE_URL": database_url_for_tests(), "SECRET_KEY": "export-tests"}
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=PROJECT_DIR, env=env, capture_output=True, timeout=60, **popen
+    )
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_export_process__success_and_failures__exit_codes_and_stdout_holds_only_data(checkout, tmp_path):
+    # Given committed assignments
+    bulk_assign(checkout, 3)
+
+    # When the command runs as a process: to stdout, to a file, for an unknown experiment, with a bad --since
+    to_stdout = run_manage("export_assignments", "--experiment", "checkout-button")
+    to_file = run_manage("export_assignments", "--experiment", "checkout-button", "--output", str(tmp_path / "a.csv"))
+    unknown = run_manage("export_assignments", "--experiment", "nope")
+    bad_since = run_manage("export_assignments", "--experiment", "checkout-button", "--since", "soon")
+
+    # Then success exits 0 with the data alone on stdout
+    assert to_stdout.returncode == 0, to_stdout.stderr
+    assert to_stdout.stderr == b""
+    assert to_stdout.stdout.decode() == (
+        "experiment_id,subject_id,variant_id,cohort,created_at\n"
+        "Checkout-Button,s000000,control,1,2026-11-01T10:00:00.000000Z\n"
+        "Checkout-Button,s000001,Green,1,2026-11-01T10:00:01.000000Z\n"
+        "Checkout-Button,s000002,control,1,2026-11-01T10:00:02.000000Z\n"
+    )
+    assert to_file.returncode == 0
+    assert to_file.stdout.decode() == f"exported 3 assignments of Checkout-Button to {tmp_path / 'a.csv'}\n"
+    assert (tmp_path / "a.csv").read_bytes() == to_stdout.stdout
+    # And failures exit non-zero with the reason on stderr and nothing on stdout
+    assert unknown.returncode == 1
+    assert unknown.stdout == b""
+    assert b"no experiment has the ID 'nope'" in unknown.stderr
+    assert bad_since.returncode != 0
+    assert bad_since.stdout == b""
+    assert b"argument --since" in bad_since.stderr
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_export_process__reader_closes_the_pipe_early__short_error_not_a_traceback(checkout):
+    # Given far more rows than a pipe buffers
+    bulk_assign(checkout, 5000)
+    env = {**os.environ, "DATABASE_URL": database_url_for_tests(), "SECRET_KEY": "export-tests"}
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "export_assignments", "--experiment", "checkout-button"],
+        cwd=PROJECT_DIR,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+    # When the reader takes the header and goes away, like `| head -1`
+    assert process.stdout.readline() == b"experiment_id,subject_id,variant_id,cohort,created_at\n"
+    process.stdout.close()
+    stderr = process.stderr.read()
+    process.wait(timeout=60)
+
+    # Then the command stops with a one-line reason
+    assert process.returncode == 1
+    assert b"Traceback" not in stderr
+    assert stderr.decode().strip() == "CommandError: stdout was closed before the export finished"
