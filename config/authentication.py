@@ -1,4 +1,4 @@
-"""API token authentication and role permissions (CONTRACT.md section 3)."""
+"""API token authentication and role permissions (CONTRACT.md section 3, docs/tokens.md)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ from dataclasses import dataclass
 from django.utils import timezone
 from rest_framework import authentication, exceptions, permissions
 
-from tokens.models import ApiToken, Role
-from tokens.selectors import api_token_find
+from tokens.cache import ApiTokenSnapshot
+from tokens.models import Role
+from tokens.selectors import api_token_verify
+from tokens.services import api_token_record_use
 
 
 @dataclass(frozen=True)
@@ -22,23 +24,32 @@ class TokenUser:
     is_anonymous = False
 
 
+def _strip_bearer(value: str) -> str:
+    scheme, space, rest = value.partition(" ")
+    return rest.strip() if space and scheme.lower() == "bearer" else value
+
+
 def presented_token(request) -> str | None:
-    """The token from `Authorization: Bearer` or the proxy's `Authentication` header."""
+    """The token the request carries, or None when it carries none.
+
+    `Authentication` (the header the forwarding proxy sets, value `<token>` or
+    `Bearer <token>`) wins whenever it is present, and `Authorization` is then
+    not read at all: a proxy that adds `Authentication` may pass on an
+    `Authorization` meant for a hop in front of it (a WAF's Basic credentials, a
+    platform's OAuth token). Without it, `Authorization` must be `Bearer <token>`.
+    """
+    header = request.META.get("HTTP_AUTHENTICATION")
+    if header is not None:
+        value = _strip_bearer(header.strip())
+        if not value:
+            raise exceptions.AuthenticationFailed("The Authentication header is empty.")
+        return value
     header = request.META.get("HTTP_AUTHORIZATION")
     if header is not None:
         scheme, _, value = header.strip().partition(" ")
         if scheme.lower() != "bearer" or not value.strip():
             raise exceptions.AuthenticationFailed("The Authorization header must be 'Bearer <token>'.")
         return value.strip()
-    header = request.META.get("HTTP_AUTHENTICATION")
-    if header is not None:
-        value = header.strip()
-        scheme, space, rest = value.partition(" ")
-        if space and scheme.lower() == "bearer":
-            value = rest.strip()
-        if not value:
-            raise exceptions.AuthenticationFailed("The Authentication header is empty.")
-        return value
     return None
 
 
@@ -47,9 +58,15 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         token = presented_token(request)
         if token is None:
             return None
-        api_token = api_token_find(token=token)
-        if api_token is None or not api_token.is_usable(now=timezone.now()):
-            raise exceptions.AuthenticationFailed("The token is unknown, revoked or expired.")
+        api_token = api_token_verify(token=token)
+        now = timezone.now()
+        if api_token is None:
+            raise exceptions.AuthenticationFailed("The token is not known.")
+        if api_token.revoked_at is not None:
+            raise exceptions.AuthenticationFailed("The token has been revoked.")
+        if not api_token.is_usable(now=now):
+            raise exceptions.AuthenticationFailed("The token has expired.")
+        api_token_record_use(api_token=api_token, now=now)
         return TokenUser(token_name=api_token.name, role=api_token.role), api_token
 
     def authenticate_header(self, request) -> str:
@@ -60,7 +77,7 @@ class _RolePermission(permissions.BasePermission):
     roles: frozenset[str] = frozenset()
 
     def has_permission(self, request, view) -> bool:
-        return isinstance(request.auth, ApiToken) and request.auth.role in self.roles
+        return isinstance(request.auth, ApiTokenSnapshot) and request.auth.role in self.roles
 
 
 class IsProxyRole(_RolePermission):

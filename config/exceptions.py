@@ -43,6 +43,11 @@ def validation_problem(detail: Any):
     return problem_response(status=400, code="invalid_request", title="Invalid request", detail=summary, errors=errors)
 
 
+def is_database_unavailable(exc: BaseException) -> bool:
+    """Whether exc means the database cannot be reached or used, rather than a bad query or data."""
+    return isinstance(exc, (OperationalError, InterfaceError)) or type(exc) is DatabaseError
+
+
 def database_unavailable_problem():
     return problem_response(
         status=503,
@@ -102,7 +107,7 @@ def problem_exception_handler(exc: Exception, context: dict) -> Any:
             detail=str(exc.detail),
             headers={"Retry-After": str(max(1, int(wait + 0.999)))},
         )
-    if isinstance(exc, (OperationalError, InterfaceError)) or type(exc) is DatabaseError:
+    if is_database_unavailable(exc):
         logger.warning("database unavailable: %s", exc)
         return database_unavailable_problem()
     if isinstance(exc, exceptions.APIException):

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from django.conf import settings
+import logging
+import sys
 
+from django.conf import settings
+from django.core.signals import got_request_exception
+
+from config.exceptions import database_unavailable_problem, is_database_unavailable
 from config.problems import problem_response
+
+logger = logging.getLogger(__name__)
 
 
 class BodySizeLimitMiddleware:
@@ -31,3 +38,38 @@ class BodySizeLimitMiddleware:
                 detail=f"The request body is {length} bytes; the limit is {limit} bytes.",
             )
         return self.get_response(request)
+
+
+def _mark_database_unavailable(sender, request=None, **kwargs) -> None:
+    # Sent from inside Django's `except` block, so sys.exc_info() is the exception.
+    if request is not None and is_database_unavailable(sys.exc_info()[1]):
+        request.database_unavailable = True
+
+
+class DatabaseUnavailableMiddleware:
+    """Answer 503 `database_unavailable` with Retry-After, never a 500 page, when the database fails
+    outside a DRF view (DRF views map it themselves in config/exceptions.py).
+
+    A view's exception arrives in process_exception. One raised by a middleware
+    (a session saved in process_response, say) is turned into a 500 response by
+    Django before it reaches here; got_request_exception marks the request so
+    that response is replaced. Reconnecting needs nothing here: at the end of
+    the request Django drops a connection that had an error and no longer
+    answers, and CONN_HEALTH_CHECKS tests a reused one before the next query.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        got_request_exception.connect(_mark_database_unavailable, dispatch_uid="config.middleware.database_unavailable")
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if getattr(request, "database_unavailable", False):
+            return database_unavailable_problem()
+        return response
+
+    def process_exception(self, request, exception):
+        if not is_database_unavailable(exception):
+            return None
+        logger.warning("database unavailable on %s %s: %s", request.method, request.path, exception)
+        return database_unavailable_problem()

@@ -44,6 +44,21 @@ SECRET_KEY = secret_key(
 )
 
 ASSIGNMENT_MAX_SUBJECTS = env_int("ASSIGNMENT_MAX_SUBJECTS", 1000, minimum=1, maximum=100_000)
+# How long a process trusts a token it verified; a revocation made elsewhere takes effect within this time.
+API_TOKEN_CACHE_SECONDS = env_int("API_TOKEN_CACHE_SECONDS", 5, minimum=0, maximum=3600)
+
+# Transport security (docs/deployment.md). Django sends HSTS only on HTTPS responses,
+# and the redirect spares /healthz so plain-HTTP health checks and the loopback proxy keep working.
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+SECURE_REDIRECT_EXEMPT = [r"^healthz/?$"]
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
+if env_bool("TRUST_X_FORWARDED_PROTO", False):
+    # Only behind a proxy that sets X-Forwarded-Proto itself; otherwise a client could claim HTTPS.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -54,14 +69,21 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "assignments",
     "idlinks",
     "tokens",
 ]
 
 MIDDLEWARE = [
+    # First: /healthz is answered before any other middleware can slow or fail it.
+    "config.healthz.HealthCheckMiddleware",
+    # Second: wraps everything below, so a database failure anywhere becomes 503, not a 500 page.
+    "config.middleware.DatabaseUnavailableMiddleware",
     "config.middleware.BodySizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Serves the admin's and /api/docs' assets from the installed packages: no CDN, no collectstatic.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -99,7 +121,9 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
-STATIC_ROOT = VAR_DIR / "static"
+# WhiteNoise serves static files straight from the installed apps (finders), so there is no
+# STATIC_ROOT and no collectstatic step; the admin and /api/docs work from a fresh checkout.
+WHITENOISE_USE_FINDERS = True
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["config.authentication.ApiTokenAuthentication"],
@@ -109,6 +133,29 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "config.exceptions.problem_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Experiment assignment service",
+    "DESCRIPTION": "Deterministic, stored assignment of subjects to experiment variants (CONTRACT.md).",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    # /api/schema and /api/docs are public (CONTRACT.md section 3): a bad token there is ignored.
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SERVE_AUTHENTICATION": [],
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    # No call to the public swagger.io validator: the page works without internet access.
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
+    "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "ProblemCode": "config.schema.PROBLEM_CODES",
+        "ExperimentStatus": "config.schema.EXPERIMENT_STATUSES",
+    },
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "config.schema.postprocess_schema",
+    ],
 }
 
 LOGGING = {

@@ -1,12 +1,18 @@
 from django.contrib import admin
 from django.urls import path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from assignments.api import ExperimentAssignmentsApi
+from idlinks.api import IdLinkApi
 
 # Every API path answers with or without a trailing slash, by pattern, never by redirect.
 urlpatterns = [
     re_path(r"^experiment-assignments/?$", ExperimentAssignmentsApi.as_view(), name="experiment-assignments"),
+    re_path(r"^id-link/?$", IdLinkApi.as_view(), name="id-link"),
+    # /healthz has no route: config.healthz.HealthCheckMiddleware answers it before URL resolution.
     path("admin/", admin.site.urls),
+    re_path(r"^api/schema/?$", SpectacularAPIView.as_view(), name="api-schema"),
+    re_path(r"^api/docs/?$", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]
 
 handler404 = "config.views.not_found"

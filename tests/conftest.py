@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+import contextlib
 import json
+import tempfile
+import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,6 +14,7 @@ from django.test import Client
 from assignments.resources import resources_parse
 from assignments.selectors import experiment_states
 from assignments.services import resources_apply
+from tests.server import free_port
 from tokens.models import Role
 from tokens.services import api_token_create
 
@@ -111,3 +116,25 @@ def anonymous_api(db) -> ApiClient:
 @pytest.fixture
 def is_postgres() -> bool:
     return connection.vendor == "postgresql"
+
+
+@contextlib.contextmanager
+def database_unreachable():
+    """Point the default database at an address where nothing answers, for outage tests without mocks.
+
+    PostgreSQL gets a port nobody listens on (connections are refused), SQLite a
+    path in a missing directory. Only new connections are affected: a PostgreSQL
+    test closes the open connection first to make the service reconnect (so it
+    needs django_db(transaction=True)); SQLite's in-memory test database keeps
+    its one connection whatever the settings say.
+    """
+    settings_dict = connection.settings_dict
+    saved = {key: settings_dict[key] for key in ("NAME", "HOST", "PORT")}
+    if connection.vendor == "postgresql":
+        settings_dict.update(HOST="127.0.0.1", PORT=str(free_port()))
+    else:
+        settings_dict["NAME"] = str(Path(tempfile.gettempdir()) / f"missing-{uuid.uuid4().hex}" / "db.sqlite3")
+    try:
+        yield
+    finally:
+        settings_dict.update(saved)

@@ -61,3 +61,16 @@ class AssignmentFactory(factory.django.DjangoModelFactory):
     variant = factory.LazyAttribute(lambda o: o.experiment.variants.first())
     cohort = 1
     created_at = factory.LazyFunction(timezone.now)
+
+
+class IdentifierLinkFactory(factory.django.DjangoModelFactory):
+    """A link between two identifiers of one subject type, already in canonical order ("a-" < "b-")."""
+
+    class Meta:
+        model = "idlinks.IdentifierLink"
+
+    subject_type_a = factory.SubFactory(SubjectTypeFactory)
+    subject_id_a = factory.Sequence(lambda n: f"a-{n}")
+    subject_type_b = factory.SelfAttribute("subject_type_a")
+    subject_id_b = factory.Sequence(lambda n: f"b-{n}")
+    created_at = factory.LazyFunction(timezone.now)

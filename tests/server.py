@@ -30,10 +30,9 @@ def wait_for_port(port: int, *, timeout: float = 20.0) -> None:
 
 
 @contextlib.contextmanager
-def gunicorn(
-    *, env: dict[str, str], workers: int = 2, extra_args: tuple[str, ...] = ()
-) -> Iterator[tuple[str, subprocess.Popen]]:
-    """Run `gunicorn config.wsgi:application` with env added to ours; yields (base URL, process).
+def gunicorn(*, env: dict[str, str], workers: int = 2) -> Iterator[tuple[str, subprocess.Popen]]:
+    """Run `gunicorn config.wsgi:application` with the deployment's own settings file
+    (deploy/gunicorn.conf.py) and env added to ours; yields (base URL, process).
 
     The process's output goes to a log file under var/ so a failing test can show it.
     """
@@ -45,11 +44,12 @@ def gunicorn(
         "-m",
         "gunicorn",
         "config.wsgi:application",
+        "--config",
+        "deploy/gunicorn.conf.py",
         "--bind",
         f"127.0.0.1:{port}",
         "--workers",
         str(workers),
-        *extra_args,
     ]
     with open(log_path, "w") as log:
         process = subprocess.Popen(command, cwd=PROJECT_DIR, env={**os.environ, **env}, stdout=log, stderr=log)

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 
 
@@ -15,6 +18,9 @@ class ApiToken(models.Model):
     The token's first part, `prefix`, is stored in clear so that a presented token
     is found with one indexed lookup; the secret is high-entropy, so a plain
     digest (not a slow password hash) is enough to make a database leak useless.
+
+    A name belongs to one live token at a time: once a token is revoked its name
+    may be given to a new one, and the revoked row stays as a record.
     """
 
     name = models.CharField(max_length=100)
@@ -27,13 +33,24 @@ class ApiToken(models.Model):
     last_used_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = "API token"
         constraints = [
-            models.UniqueConstraint(fields=["name"], name="apitoken_name_unique"),
+            models.UniqueConstraint(
+                fields=["name"], condition=Q(revoked_at__isnull=True), name="apitoken_live_name_unique"
+            ),
             models.UniqueConstraint(fields=["prefix"], name="apitoken_prefix_unique"),
+            models.CheckConstraint(condition=Q(role__in=Role.values), name="apitoken_role_valid"),
         ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.role})"
 
-    def is_usable(self, *, now) -> bool:
+    def is_usable(self, *, now: datetime) -> bool:
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+
+    def state(self, *, now: datetime) -> str:
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and self.expires_at <= now:
+            return "expired"
+        return "active"

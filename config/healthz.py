@@ -1,0 +1,169 @@
+"""GET and HEAD /healthz (CONTRACT.md section 3, docs/health-and-outages.md).
+
+Served by HealthCheckMiddleware, first in MIDDLEWARE, so that no token check,
+throttle, session, host validation or other middleware work can slow it or fail it:
+container platforms probe with the pod's address as Host and no credentials.
+
+Why a thread: the contract wants an answer within 3 seconds even when the
+database accepts connections and never replies. Timeouts on the connection
+alone do not give that: connect_timeout bounds the handshake, but a server
+that stops answering mid-query (frozen, or cut off by a network partition)
+keeps a client waiting with no client-side limit, and statement_timeout is
+enforced by that same unresponsive server. So the probe (a fresh connection
+and SELECT 1, never the request's own connection, whose failure would say
+nothing about a new one and whose hang would hang the request) runs in a
+daemon thread and the request waits for it at most PROBE_TIMEOUT_SECONDS.
+One probe at a time per process: concurrent checks share the probe in flight,
+so a hanging database cannot pile up threads, and a probe hung for longer
+than PROBE_ABANDON_SECONDS is replaced (at most MAX_ABANDONED_PROBES at once)
+so that the check sees the database return even if that old probe never ends.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.http import HttpResponse
+
+from config.problems import problem_response
+
+logger = logging.getLogger(__name__)
+
+HEALTHZ_PATHS = frozenset({"/healthz", "/healthz/"})
+ALLOWED_METHODS = ("GET", "HEAD")
+PROBE_TIMEOUT_SECONDS = 2.0
+PROBE_ABANDON_SECONDS = 10.0
+MAX_ABANDONED_PROBES = 4
+
+BODY_OK = {"status": "ok", "database": "ok"}
+BODY_UNAVAILABLE = {"status": "unavailable", "database": "unavailable"}
+
+
+def database_query() -> None:
+    """Open a new connection with the service's own settings and run SELECT 1; raises on any failure.
+
+    The backend's own connect is used (so DATABASE_URL options such as
+    connect_timeout apply), bypassing the wrapper's request-scoped state.
+    """
+    wrapper = connections.create_connection(DEFAULT_DB_ALIAS)
+    raw = wrapper.get_new_connection(wrapper.get_connection_params())
+    try:
+        cursor = raw.cursor()
+        cursor.execute("SELECT 1")
+        cursor.fetchone()
+        cursor.close()
+    finally:
+        raw.close()
+
+
+@dataclass
+class _Probe:
+    started_at: float
+    done: threading.Event = field(default_factory=threading.Event)
+    ok: bool = False
+    thread: threading.Thread | None = None
+
+
+class DatabaseProbe:
+    """Answers "does the database answer SELECT 1 within the timeout?", one probe thread at a time."""
+
+    def __init__(
+        self,
+        query: Callable[[], None] = database_query,
+        *,
+        abandon_after: float = PROBE_ABANDON_SECONDS,
+        max_abandoned: int = MAX_ABANDONED_PROBES,
+    ) -> None:
+        self._query = query
+        self._abandon_after = abandon_after
+        self._max_abandoned = max_abandoned
+        self._lock = threading.Lock()
+        self._current: _Probe | None = None
+        self._abandoned: list[threading.Thread] = []
+
+    def _run(self, probe: _Probe) -> None:
+        try:
+            self._query()
+        except Exception as exc:
+            logger.warning("health check: database probe failed: %s: %s", type(exc).__name__, exc)
+        else:
+            probe.ok = True
+        finally:
+            probe.done.set()
+
+    def _start(self, now: float) -> _Probe:
+        probe = _Probe(started_at=now)
+        probe.thread = threading.Thread(target=self._run, args=(probe,), name="healthz-database-probe", daemon=True)
+        probe.thread.start()
+        self._current = probe
+        return probe
+
+    def _probe_to_wait_for(self) -> _Probe:
+        now = time.monotonic()
+        with self._lock:
+            probe = self._current
+            if probe is None or probe.done.is_set():
+                return self._start(now)
+            if now - probe.started_at > self._abandon_after:
+                self._abandoned = [thread for thread in self._abandoned if thread.is_alive()]
+                if len(self._abandoned) < self._max_abandoned:
+                    logger.warning(
+                        "health check: database probe hung for %.0f s; starting another", now - probe.started_at
+                    )
+                    self._abandoned.append(probe.thread)
+                    return self._start(now)
+            return probe
+
+    def database_ok(self, *, timeout: float = PROBE_TIMEOUT_SECONDS) -> bool:
+        probe = self._probe_to_wait_for()
+        if not probe.done.wait(timeout):
+            logger.warning("health check: database did not answer within %.1f s", timeout)
+            return False
+        return probe.ok
+
+
+database_probe = DatabaseProbe()
+
+
+def _json_response(body: dict, *, status: int) -> HttpResponse:
+    content = json.dumps(body).encode()
+    response = HttpResponse(content, status=status, content_type="application/json")
+    # The middleware runs before CommonMiddleware, which would otherwise add it.
+    response["Content-Length"] = str(len(content))
+    return response
+
+
+def healthz(request) -> HttpResponse:
+    if request.method not in ALLOWED_METHODS:
+        response = problem_response(
+            status=405,
+            code="method_not_allowed",
+            title="Method not allowed",
+            detail=f"Method {request.method!r} not allowed; use GET or HEAD.",
+            headers={"Allow": ", ".join(ALLOWED_METHODS)},
+        )
+    elif database_probe.database_ok():
+        response = _json_response(BODY_OK, status=200)
+    else:
+        response = _json_response(BODY_UNAVAILABLE, status=503)
+    # A cached answer about health is a wrong answer.
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+class HealthCheckMiddleware:
+    """Answers /healthz before any other middleware runs; first in MIDDLEWARE."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if request.path_info in HEALTHZ_PATHS:
+            return healthz(request)
+        return self.get_response(request)

@@ -1,0 +1,41 @@
+"""gunicorn settings: `gunicorn -c deploy/gunicorn.conf.py config.wsgi:application` (docs/deployment.md).
+
+Threaded workers (gthread), because they keep idle client connections open: the
+proxy in deploy/proxy/ reuses upstream connections (keepalive), which sync
+workers would close after every response. Every value comes from the
+environment, read by config/env.py, so a malformed one stops start-up naming it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from config.env import env_int, env_str
+
+bind = env_str("GUNICORN_BIND", "127.0.0.1:8000")
+workers = env_int("GUNICORN_WORKERS", 2 * (os.cpu_count() or 1) + 1, minimum=1, maximum=256)
+worker_class = "gthread"
+threads = env_int("GUNICORN_THREADS", 4, minimum=1, maximum=256)
+# A request that runs longer than this is a bug or a hung database: the worker is replaced.
+timeout = env_int("GUNICORN_TIMEOUT", 30, minimum=1)
+graceful_timeout = env_int("GUNICORN_GRACEFUL_TIMEOUT", 30, minimum=1)
+# Longer than the proxy's upstream keepalive_timeout (60 s), so the proxy, not gunicorn,
+# closes an idle connection, and never sends a request on one gunicorn is closing.
+keepalive = env_int("GUNICORN_KEEPALIVE", 75, minimum=0)
+# Recycle workers now and then (jittered, so not all at once) to bound slow memory growth.
+max_requests = env_int("GUNICORN_MAX_REQUESTS", 10_000, minimum=0)
+max_requests_jitter = env_int("GUNICORN_MAX_REQUESTS_JITTER", 1_000, minimum=0)
+limit_request_line = 4094
+# gunicorn's runtime control socket defaults to one shared path per user ($HOME/.gunicorn/gunicorn.ctl),
+# which a second instance on the host would take over; this service is managed by its supervisor instead.
+control_socket_disable = True
+limit_request_fields = 100
+
+accesslog = "-"
+errorlog = "-"
+# The client address the proxy saw is in X-Forwarded-For; tokens and bodies are never logged.
+access_log_format = '%(h)s xff=%({x-forwarded-for}i)s "%(r)s" %(s)s %(B)s %(M)sms "%(a)s"'

@@ -1,0 +1,93 @@
+"""POST /id-link (CONTRACT.md section 3)."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_serializer,
+    inline_serializer,
+)
+from rest_framework import serializers
+from rest_framework.response import Response
+
+from config.api import JsonApiView
+from config.authentication import IsProxyRole
+from config.fields import StrictStringField, SubjectIdField
+from config.schema import TOKEN_PROBLEMS, ProblemDoc, problem_responses
+from idlinks.services import Identifier, id_link_create
+
+STRICT_MESSAGES = {"required": "is required", "null": "must not be null"}
+
+
+class IdLinkApi(JsonApiView):
+    permission_classes = [IsProxyRole]
+
+    @extend_schema_serializer(component_name="IdLinkRequest")
+    class InputSerializer(serializers.Serializer):
+        default_error_messages = {"invalid": "the body must be a JSON object"}
+
+        @extend_schema_serializer(component_name="Identifier")
+        class IdentifierSerializer(serializers.Serializer):
+            default_error_messages = {"invalid": "must be an object with subject_type and subject_id"}
+
+            # Longer than any resource ID, so that a long unknown type is still answered unknown_subject_type.
+            subject_type = StrictStringField(max_length=1000)
+            subject_id = SubjectIdField()
+
+        identifiers = IdentifierSerializer(
+            many=True,
+            min_length=2,
+            max_length=2,
+            error_messages={
+                **STRICT_MESSAGES,
+                "not_a_list": "must be an array of 2 identifiers",
+                "min_length": "must contain exactly 2 identifiers",
+                "max_length": "must contain exactly 2 identifiers",
+            },
+        )
+
+    @extend_schema(
+        operation_id="id_link",
+        summary="Link two identifiers of one person or thing",
+        description="Roles: `proxy`, `admin`. Linking a pair that is already linked, in either order, "
+        "also answers 200 and stores nothing new.",
+        request=InputSerializer,
+        examples=[
+            OpenApiExample(
+                "A cookie and a user",
+                value={
+                    "identifiers": [
+                        {"subject_type": "cookie", "subject_id": "c-81"},
+                        {"subject_type": "user", "subject_id": "u-1"},
+                    ]
+                },
+                request_only=True,
+            ),
+        ],
+        responses={
+            200: OpenApiResponse(
+                inline_serializer("IdLinkResponse", {"success": serializers.BooleanField()}),
+                description="The link is stored (or already was).",
+            ),
+            **problem_responses(
+                *TOKEN_PROBLEMS,
+                specific={
+                    400: ProblemDoc(
+                        "Invalid body (`invalid_request`, `malformed_json`), a subject type that does not exist or "
+                        "is archived (`unknown_subject_type`), or two equal identifiers (`self_link`).",
+                        "unknown_subject_type",
+                        "Unknown subject type",
+                        "Subject type 'visitor' does not exist or is archived.",
+                    )
+                },
+            ),
+        },
+    )
+    def post(self, request):
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        first, second = (Identifier(**item) for item in serializer.validated_data["identifiers"])
+        id_link_create(first=first, second=second)
+        return Response({"success": True})

@@ -1,0 +1,17 @@
+"""Failures of the identifier-link API that clients branch on (CONTRACT.md section 3)."""
+
+from __future__ import annotations
+
+from config.problems import ProblemError
+
+
+class UnknownSubjectType(ProblemError):
+    status = 400
+    code = "unknown_subject_type"
+    title = "Unknown subject type"
+
+
+class SelfLink(ProblemError):
+    status = 400
+    code = "self_link"
+    title = "Identifier linked to itself"

@@ -1,0 +1,267 @@
+"""The authenticating reverse proxy (deploy/proxy/) in front of real gunicorn, through real nginx.
+
+nginx is installed from Debian's packages when missing (deploy/proxy/install-nginx).
+In CI (REQUIRE_POSTGRES=1) a missing nginx fails the test; elsewhere it is skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import apply_yaml
+from tests.server import PROJECT_DIR, database_url_for_tests, free_port, gunicorn, wait_for_port, wait_until
+from tokens.crypto import token_generate
+from tokens.services import api_token_create
+
+pytestmark = [pytest.mark.postgres, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+SECRET_KEY = "e2e-proxy-not-secret"
+PROBLEM_CONTENT_TYPE = "application/problem+json"
+CONFIG_YAML = """
+schemaVersion: 1
+kind: subjecttype
+metadata: {id: user}
+---
+schemaVersion: 1
+kind: subjecttype
+metadata: {id: cookie}
+---
+schemaVersion: 1
+kind: lab
+metadata: {id: growth}
+---
+schemaVersion: 1
+kind: experiment
+metadata: {id: checkout-button, status: active, parentId: growth}
+spec:
+  subjectType: user
+  variants:
+    - {id: control, control: true, split: 0.5}
+    - {id: green, split: 0.5}
+"""
+ASSIGN = {"experiment_id": "checkout-button", "subject_ids": ["u-1", "u-2"]}
+LINK = {"identifiers": [{"subject_type": "cookie", "subject_id": "c-1"}, {"subject_type": "user", "subject_id": "u-1"}]}
+
+
+def nginx_binary() -> str:
+    def found() -> str | None:
+        return shutil.which("nginx") or next((path for path in ("/usr/sbin/nginx",) if os.access(path, os.X_OK)), None)
+
+    if found():
+        return found()
+    install = subprocess.run(
+        [str(PROJECT_DIR / "deploy/proxy/install-nginx")], capture_output=True, text=True, timeout=900
+    )
+    if found():
+        return found()
+    reason = f"nginx is missing and could not be installed: {install.stderr[-2000:]}"
+    if os.environ.get("REQUIRE_POSTGRES") == "1":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@contextlib.contextmanager
+def nginx(*, upstream: str, token: str, **settings: str) -> Iterator[tuple[str, Path]]:
+    """Render the template with PROXY_* settings and run nginx in the foreground; yields (base URL, prefix)."""
+    binary = nginx_binary()
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="proxy-e2e-") as prefix:
+        # nginx's workers run as `nobody` when the master is root: they must reach the prefix.
+        os.chmod(prefix, 0o755)
+        config = Path(prefix) / "nginx.conf"
+        env = {
+            **os.environ,
+            "PROXY_API_TOKEN": token,
+            "PROXY_UPSTREAM": upstream,
+            "PROXY_LISTEN": f"127.0.0.1:{port}",
+            "PROXY_ERROR_LOG": "error.log",
+            "PROXY_ACCESS_LOG": "access.log",
+            "PROXY_WORKER_PROCESSES": "1",
+            **settings,
+        }
+        render = subprocess.run(
+            [str(PROJECT_DIR / "deploy/proxy/render"), str(config)], env=env, capture_output=True, text=True
+        )
+        assert render.returncode == 0, render.stderr
+        assert oct(config.stat().st_mode & 0o777) == "0o600"
+        check = subprocess.run([binary, "-t", "-p", prefix, "-c", str(config)], capture_output=True, text=True)
+        assert check.returncode == 0, check.stderr
+        process = subprocess.Popen(
+            [binary, "-p", prefix, "-c", str(config), "-g", "daemon off;"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            wait_for_port(port)
+            yield f"http://127.0.0.1:{port}", Path(prefix)
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture
+def service() -> Iterator[tuple[str, str, Path]]:
+    """gunicorn on the test database with the demo configuration; yields (base URL, proxy token, log path)."""
+    apply_yaml(CONFIG_YAML)
+    _, token = api_token_create(name="proxy")
+    env = {"DATABASE_URL": database_url_for_tests(), "SECRET_KEY": SECRET_KEY}
+    with gunicorn(env=env, workers=2) as (base_url, _):
+        wait_until(lambda: httpx.get(f"{base_url}/healthz").status_code == 200, timeout=15)
+        yield base_url, token, PROJECT_DIR / "var" / f"gunicorn-e2e-{base_url.rsplit(':', 1)[1]}.log"
+
+
+def assert_problem(response: httpx.Response, status: int, code: str) -> None:
+    assert response.status_code == status
+    assert response.headers["content-type"] == PROBLEM_CONTENT_TYPE
+    assert response.json()["code"] == code
+    assert response.json()["status"] == status
+
+
+def established_connections_to(port: int) -> int:
+    """Open TCP connections to 127.0.0.1:port, from /proc (state 01 = ESTABLISHED)."""
+    count = 0
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        remote, state = fields[2], fields[3]
+        if state == "01" and remote == f"0100007F:{port:04X}":
+            count += 1
+    return count
+
+
+def test_proxy__default_paths__token_injected_other_paths_404_body_capped(service):
+    base_url, token, gunicorn_log = service
+    upstream = base_url.removeprefix("http://")
+    with (
+        nginx(upstream=upstream, token=token, PROXY_MAX_BODY_SIZE="64k") as (proxy_url, prefix),
+        httpx.Client(base_url=proxy_url) as http,
+    ):
+        # An assignment without any client token succeeds: the proxy adds its own
+        assigned = http.post("/experiment-assignments", json=ASSIGN)
+        assert assigned.status_code == 200
+        assert set(assigned.json()["assignments"]) == {"u-1", "u-2"}
+        assert http.post("/experiment-assignments/", json=ASSIGN).json() == assigned.json()
+
+        # A client's own credentials, bad ones in both headers, are dropped, not passed on
+        _, bogus = token_generate()
+        spoofed = http.post(
+            "/experiment-assignments",
+            json=ASSIGN,
+            headers={"Authorization": f"Bearer {bogus}", "Authentication": bogus, "X-Forwarded-For": "203.0.113.9"},
+        )
+        assert spoofed.json() == assigned.json()
+
+        # The health check is public; the admin, the schema and /id-link are not there at all
+        assert http.get("/healthz").json() == {"status": "ok", "database": "ok"}
+        for path in ("/admin/", "/admin/login/", "/id-link", "/api/schema", "/", "/admin/../id-link"):
+            assert_problem(http.get(path), 404, "not_found")
+        assert_problem(http.post("/id-link", json=LINK), 404, "not_found")
+
+        # A body over the proxy's cap (64 KiB here, below the service's own 1 MiB) is refused by the proxy
+        oversize = http.post(
+            "/experiment-assignments",
+            content=b'{"x": "' + b"a" * 70_000 + b'"}',
+            headers={"Content-Type": "application/json"},
+        )
+        assert_problem(oversize, 413, "payload_too_large")
+
+        # Upstream connections are kept alive between requests
+        for _ in range(5):
+            assert http.get("/healthz").status_code == 200
+        assert established_connections_to(int(upstream.rsplit(":", 1)[1])) >= 1
+        access_log = (prefix / "access.log").read_text()
+
+    # Calling gunicorn directly, without the proxy and its token, is refused
+    direct = httpx.post(f"{base_url}/experiment-assignments", json=ASSIGN)
+    assert_problem(direct, 401, "not_authenticated")
+    assert direct.headers["www-authenticate"] == "Bearer"
+
+    # The service saw the proxy's X-Forwarded-For (the client address), not the client's claim
+    log = gunicorn_log.read_text()
+    assert "xff=127.0.0.1 " in log
+    assert "203.0.113.9" not in log
+    # Neither log holds the token
+    for text in (log, access_log):
+        assert token not in text and token.partition(".")[2] not in text
+
+
+def test_proxy__id_link_enabled__reaches_the_service_admin_still_404(service):
+    base_url, token, _ = service
+    upstream = base_url.removeprefix("http://")
+    with (
+        nginx(upstream=upstream, token=token, PROXY_ENABLE_ID_LINK="true") as (proxy_url, _),
+        httpx.Client(base_url=proxy_url) as http,
+    ):
+        linked = http.post("/id-link", json=LINK)
+        assert linked.status_code == 200
+        assert linked.json() == {"success": True}
+        assert http.post("/id-link/", json=LINK).json() == {"success": True}
+        assert http.post("/experiment-assignments", json=ASSIGN).status_code == 200
+        assert_problem(http.get("/admin/"), 404, "not_found")
+
+
+def test_proxy__burst_beyond_the_rate_limit__429_problem_json(service):
+    base_url, token, _ = service
+    with (
+        nginx(
+            upstream=base_url.removeprefix("http://"), token=token, PROXY_RATE_LIMIT="5r/s", PROXY_RATE_BURST="5"
+        ) as (proxy_url, _),
+        httpx.Client(base_url=proxy_url) as http,
+    ):
+        # When one client sends 30 requests back to back, more than the burst of 5 allows
+        started = time.monotonic()
+        responses = [http.post("/experiment-assignments", json=ASSIGN) for _ in range(30)]
+        elapsed = time.monotonic() - started
+
+    # Then the first one and the burst are served; beyond what 5 r/s refills meanwhile, the rest
+    # is refused as rate_limited, with Retry-After
+    statuses = [response.status_code for response in responses]
+    assert statuses[:6] == [200] * 6
+    limited = [response for response in responses if response.status_code == 429]
+    assert len(limited) >= 30 - 6 - math.ceil(5 * elapsed)
+    assert limited
+    assert set(statuses) == {200, 429}
+    for response in limited:
+        assert_problem(response, 429, "rate_limited")
+        assert response.headers["retry-after"] == "1"
+
+
+def test_proxy__service_down__503_problem_json():
+    # Given a proxy whose upstream nobody listens on
+    _, token = token_generate()
+    with (
+        nginx(upstream=f"127.0.0.1:{free_port()}", token=token) as (proxy_url, _),
+        httpx.Client(base_url=proxy_url) as http,
+    ):
+        response = http.post("/experiment-assignments", json=ASSIGN)
+
+    assert_problem(response, 503, "internal_error")
+    assert response.headers["retry-after"] == "5"
+
+
+def test_render__malformed_setting__refused_naming_the_variable(tmp_path):
+    output = tmp_path / "nginx.conf"
+    render = subprocess.run(
+        [str(PROJECT_DIR / "deploy/proxy/render"), str(output)],
+        env={**os.environ, "PROXY_API_TOKEN": "abc.def", "PROXY_LISTEN": "8080; include /etc/passwd"},
+        capture_output=True,
+        text=True,
+    )
+
+    assert render.returncode == 1
+    assert "PROXY_LISTEN must be" in render.stderr
+    assert not output.exists()

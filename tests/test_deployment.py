@@ -1,0 +1,86 @@
+"""Production settings: `manage.py check --deploy`, and the transport-security switches (docs/deployment.md)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from django.test import Client, override_settings
+
+from tests.server import PROJECT_DIR
+
+PRODUCTION_ENV = {
+    "DEBUG": "false",
+    "SECRET_KEY": "k" * 20 + "production-like-secret-key-for-the-deploy-check-0123456789",
+    "DATABASE_URL": "postgres://app@db.internal:5432/assignments",
+    "ALLOWED_HOSTS": "api.example.com",
+}
+TLS_ENV = {
+    "SECURE_SSL_REDIRECT": "true",
+    "SECURE_HSTS_SECONDS": "31536000",
+    "SECURE_HSTS_INCLUDE_SUBDOMAINS": "true",
+    "SECURE_HSTS_PRELOAD": "true",
+    "TRUST_X_FORWARDED_PROTO": "true",
+}
+
+
+def check_deploy(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    clean = {key: value for key, value in os.environ.items() if not key.startswith(("SECURE_", "TRUST_", "DJANGO_"))}
+    return subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", *args],
+        cwd=PROJECT_DIR,
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_check_deploy__production_defaults__passes_leaving_only_the_tls_decisions():
+    result = check_deploy(PRODUCTION_ENV)
+
+    assert result.returncode == 0, result.stderr
+    assert set(re.findall(r"\((\w+\.[WE]\d+)\)", result.stderr)) == {"security.W004", "security.W008"}
+
+
+def test_check_deploy__production_behind_tls__no_issue_at_all():
+    result = check_deploy({**PRODUCTION_ENV, **TLS_ENV}, "--fail-level", "WARNING")
+
+    assert result.returncode == 0, result.stderr
+    assert "System check identified no issues" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("SECURE_HSTS_SECONDS", "a year"), ("SECURE_SSL_REDIRECT", "maybe"), ("TRUST_X_FORWARDED_PROTO", "yes please")],
+)
+def test_check_deploy__malformed_security_variable__start_up_stops_naming_it(name, value):
+    result = check_deploy({**PRODUCTION_ENV, name: value})
+
+    assert result.returncode != 0
+    assert name in result.stderr
+
+
+@override_settings(SECURE_SSL_REDIRECT=True)
+def test_ssl_redirect__plain_http__api_redirected_healthz_answered(db):
+    assert Client().get("/healthz").status_code == 200
+    assert Client().post("/experiment-assignments", {}, content_type="application/json").status_code == 301
+
+
+@override_settings(
+    SECURE_SSL_REDIRECT=True, SECURE_HSTS_SECONDS=3600, SECURE_PROXY_SSL_HEADER=("HTTP_X_FORWARDED_PROTO", "https")
+)
+def test_trusted_forwarded_proto__https__no_redirect_and_hsts(db):
+    response = Client().get("/api/schema", HTTP_X_FORWARDED_PROTO="https")
+
+    assert response.status_code == 200
+    assert response["Strict-Transport-Security"] == "max-age=3600"
+
+
+def test_cookies__production_defaults__secure(settings):
+    assert settings.SESSION_COOKIE_SECURE is True
+    assert settings.CSRF_COOKIE_SECURE is True
+    assert not hasattr(settings, "SECURE_PROXY_SSL_HEADER") or settings.SECURE_PROXY_SSL_HEADER is None

@@ -1,0 +1,105 @@
+"""Staff console for API tokens: create (the token is shown once), list, revoke.
+
+Every write goes through tokens.services. A token's secret is never stored, so
+it cannot be displayed later; the digest and prefix are shown read-only. Tokens
+are revoked, never edited or deleted, so the table stays a record of who had access.
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.utils import timezone
+
+from tokens.errors import ApiTokenError
+from tokens.models import ApiToken
+from tokens.selectors import api_token_live
+from tokens.services import api_token_create, api_token_validate, api_tokens_revoke
+
+
+class ApiTokenAddForm(forms.ModelForm):
+    class Meta:
+        model = ApiToken
+        fields = ["name", "role", "expires_at"]
+        help_texts = {"expires_at": "Optional; empty means the token never expires."}
+
+    def clean(self):
+        cleaned = super().clean()
+        name, role = cleaned.get("name"), cleaned.get("role")
+        if name and role:
+            try:
+                api_token_validate(name=name, role=role, expires_at=cleaned.get("expires_at"), now=timezone.now())
+            except ApiTokenError as exc:
+                raise forms.ValidationError(str(exc)) from None
+            if api_token_live(name=name) is not None:
+                self.add_error("name", f"A token named {name!r} exists already; revoke it first or pick another name.")
+        return cleaned
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ["name", "role", "state", "created_at", "expires_at", "last_used_at", "revoked_at"]
+    list_filter = ["role", ("revoked_at", admin.EmptyFieldListFilter)]
+    search_fields = ["name", "=prefix"]
+    ordering = ["-created_at"]
+    show_full_result_count = False
+    actions = ["revoke_selected"]
+    readonly_fields = [
+        "name",
+        "role",
+        "prefix",
+        "secret_hash",
+        "created_at",
+        "expires_at",
+        "last_used_at",
+        "revoked_at",
+    ]
+
+    @admin.display(description="state")
+    def state(self, obj: ApiToken) -> str:
+        return obj.state(now=timezone.now())
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        if obj is None:
+            kwargs["form"] = ApiTokenAddForm
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.readonly_fields if obj is not None else []
+
+    def get_fields(self, request, obj=None):
+        return ApiTokenAddForm.Meta.fields if obj is None else self.readonly_fields
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        # A token is never edited: the change page is a read-only view.
+        return False
+
+    def has_revoke_permission(self, request) -> bool:
+        return request.user.has_perm("tokens.change_apitoken")
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def save_model(self, request, obj: ApiToken, form, change: bool) -> None:
+        created, token = api_token_create(name=obj.name, role=obj.role, expires_at=obj.expires_at)
+        obj.pk, obj.prefix, obj.secret_hash, obj.created_at = (
+            created.pk,
+            created.prefix,
+            created.secret_hash,
+            created.created_at,
+        )
+        self.message_user(
+            request,
+            f"Token {created.name!r} created. Copy it now, it will not be shown again: {token}",
+            level=messages.WARNING,
+        )
+
+    def response_add(self, request, obj, post_url_continue=None):
+        # Straight to the list, where the message with the token is shown once (Django's
+        # own "added successfully" line, and its "add another" buttons, would only crowd it).
+        return self.response_post_save_add(request, obj)
+
+    @admin.action(description="Revoke the selected tokens (at once; cannot be undone)", permissions=["revoke"])
+    def revoke_selected(self, request, queryset) -> None:
+        revoked = api_tokens_revoke(tokens=queryset)
+        self.message_user(request, f"Revoked {revoked} token(s).", level=messages.SUCCESS)

@@ -1,0 +1,102 @@
+"""The per-process cache of verified tokens: no database round trip per request.
+
+An entry lives API_TOKEN_CACHE_SECONDS, so a revocation made by any process
+takes effect everywhere within that time; the revoking process evicts its own
+entry at once. Expiry needs no database: the cached `expires_at` is compared
+with the clock on every request.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+
+from tokens.models import ApiToken
+
+MAX_CACHED_TOKENS = 10_000
+# last_used_at is kept to this resolution: one write per token per interval, not one per request.
+LAST_USED_RESOLUTION = timedelta(seconds=60)
+
+
+@dataclass(frozen=True)
+class ApiTokenSnapshot:
+    """What authentication needs of a stored token; never the secret, only its digest."""
+
+    pk: int
+    name: str
+    role: str
+    digest: str
+    expires_at: datetime | None
+    revoked_at: datetime | None
+    last_used_at: datetime | None
+
+    @classmethod
+    def of(cls, api_token: ApiToken) -> ApiTokenSnapshot:
+        return cls(
+            pk=api_token.pk,
+            name=api_token.name,
+            role=api_token.role,
+            digest=api_token.secret_hash,
+            expires_at=api_token.expires_at,
+            revoked_at=api_token.revoked_at,
+            last_used_at=api_token.last_used_at,
+        )
+
+    def is_usable(self, *, now: datetime) -> bool:
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+
+
+class ApiTokenCache:
+    """Snapshots of stored tokens keyed by digest, and when this process last recorded each one's use.
+
+    Keyed by the digest rather than the token so the clear secret is held no
+    longer than the request that carried it. A dict lookup by digest leaks no
+    timing an attacker can use: they cannot steer the digest of what they send.
+    Unknown tokens are not cached, so a stream of made-up tokens cannot grow it.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[float, ApiTokenSnapshot]] = {}
+        self._used: dict[str, datetime] = {}
+        self._lock = threading.Lock()
+
+    def get(self, digest: str) -> ApiTokenSnapshot | None:
+        entry = self._entries.get(digest)
+        if entry is not None and entry[0] > time.monotonic():
+            return entry[1]
+        return None
+
+    def put(self, snapshot: ApiTokenSnapshot) -> None:
+        with self._lock:
+            if len(self._entries) >= MAX_CACHED_TOKENS:
+                self._entries.clear()
+                self._used.clear()
+            self._entries[snapshot.digest] = (time.monotonic() + settings.API_TOKEN_CACHE_SECONDS, snapshot)
+            if snapshot.last_used_at is not None:
+                known = self._used.get(snapshot.digest)
+                self._used[snapshot.digest] = max(known, snapshot.last_used_at) if known else snapshot.last_used_at
+
+    def use_is_due(self, digest: str, *, now: datetime) -> bool:
+        """True, and notes the use, when last_used_at may be older than LAST_USED_RESOLUTION."""
+        with self._lock:
+            last = self._used.get(digest)
+            if last is not None and last > now - LAST_USED_RESOLUTION:
+                return False
+            self._used[digest] = now
+            return True
+
+    def evict(self, digest: str) -> None:
+        with self._lock:
+            self._entries.pop(digest, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._used.clear()
+
+
+api_tokens = ApiTokenCache()
