@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models.functions import Lower
@@ -7,6 +9,19 @@ from django.utils import timezone
 
 RESOURCE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 resource_id_validator = RegexValidator(RESOURCE_ID_PATTERN, "must match " + RESOURCE_ID_PATTERN)
+_resource_id = re.compile(RESOURCE_ID_PATTERN)
+
+
+def is_resource_id(value: str) -> bool:
+    """Whether value is a well-formed resource ID.
+
+    fullmatch: the pattern's `$` alone would also accept a trailing newline. Only a
+    well-formed (ASCII) ID can name a resource: looking up anything else would let
+    str.lower() fold look-alikes such as the Kelvin sign into "k", and would send
+    NUL bytes or lone surrogates to a database that cannot take them.
+    """
+    return _resource_id.fullmatch(value) is not None
+
 
 DEFAULT_LAB_ID = "default"
 

@@ -8,20 +8,18 @@ renders the export. The write side, which also checks what needs the database
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
-from assignments.models import DEFAULT_LAB_ID, RESOURCE_ID_PATTERN, Experiment, Lab, SubjectType
+from assignments.models import DEFAULT_LAB_ID, RESOURCE_ID_PATTERN, Experiment, Lab, SubjectType, is_resource_id
 
 SCHEMA_VERSION = 1
 KINDS = ("subjecttype", "lab", "experiment")
 SPLIT_SUM_TOLERANCE = 1e-6
 MIN_VARIANTS = 2
 
-_resource_id = re.compile(RESOURCE_ID_PATTERN)
 
 TOP_FIELDS = {"schemaVersion", "kind", "metadata", "spec"}
 METADATA_FIELDS = {
@@ -140,8 +138,7 @@ class _Reader:
 
     def resource_id(self, data: dict, name: str, path: str, *, default: str | None = None) -> str | None:
         value = self.string(data, name, path, default=default)
-        # fullmatch: the pattern's `$` alone would also accept a trailing newline.
-        if value is not None and not _resource_id.fullmatch(value):
+        if value is not None and not is_resource_id(value):
             self.error(f"{path}.{name}", f"must match {RESOURCE_ID_PATTERN}")
             return None
         return value

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import re
 import threading
 from dataclasses import dataclass
 
 from django.db.models.functions import Lower
 
 from assignments.hashing import Allocation
-from assignments.models import RESOURCE_ID_PATTERN, Cohort, Experiment, Variant
+from assignments.models import Cohort, Experiment, Variant, is_resource_id
 
 MAX_CACHED_EXPERIMENTS = 10_000
-
-_resource_id = re.compile(RESOURCE_ID_PATTERN)
 
 
 @dataclass(frozen=True)
@@ -41,9 +38,7 @@ class ExperimentState:
 
 
 def experiment_get_ci(*, experiment_id: str) -> Experiment | None:
-    # Only a well-formed (ASCII) ID can name an experiment: str.lower() would also fold
-    # look-alikes such as the Kelvin sign into "k" and match an ID that was never written.
-    if not _resource_id.fullmatch(experiment_id):
+    if not is_resource_id(experiment_id):
         return None
     return Experiment.objects.alias(lkey=Lower("key")).filter(lkey=experiment_id.lower()).first()
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from django.db.models.functions import Lower
 
-from assignments.models import SubjectType
+from assignments.models import SubjectType, is_resource_id
 from idlinks.errors import SelfLink, UnknownSubjectType
 from idlinks.models import IdentifierLink
 
@@ -22,7 +22,7 @@ class Identifier:
 def _active_subject_types(identifiers: tuple[Identifier, ...]) -> list[SubjectType]:
     """The subject type of each identifier, in order; UnknownSubjectType names every one that is
     missing or archived by its field path (`identifiers.1.subject_type`)."""
-    wanted = {identifier.subject_type.lower() for identifier in identifiers}
+    wanted = {identifier.subject_type.lower() for identifier in identifiers if is_resource_id(identifier.subject_type)}
     found = {
         subject_type.key.lower(): subject_type
         for subject_type in SubjectType.objects.alias(lkey=Lower("key")).filter(lkey__in=wanted)

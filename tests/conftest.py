@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import tempfile
 import uuid
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.test import Client
+from hypothesis import settings as hypothesis_settings
 
 from assignments.resources import resources_parse
 from assignments.selectors import experiment_states
@@ -17,6 +19,11 @@ from assignments.services import resources_apply
 from tests.server import free_port
 from tokens.models import Role
 from tokens.services import api_token_create
+
+# CI runs the property tests with a fixed seed, so a landing is never blocked by a new random
+# find; local runs explore (and hypothesis replays what they found from .hypothesis/).
+hypothesis_settings.register_profile("ci", derandomize=True)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 DEMO_YAML = """
 schemaVersion: 1

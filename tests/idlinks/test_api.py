@@ -83,6 +83,16 @@ def test_id_link__unknown_subject_type__400_naming_the_identifier(api, subject_t
     assert IdentifierLink.objects.count() == 0
 
 
+@pytest.mark.parametrize("subject_type", ["us\x00er", "\ud93a\udcc1user", "user\n", "\N{KELVIN SIGN}ookie"])
+def test_id_link__subject_type_no_resource_id_could_be__400_unknown_subject_type(api, subject_types, subject_type):
+    # Found by schemathesis: a NUL byte reached PostgreSQL ("text fields cannot contain NUL") as a 500.
+    response = api.post(LINK_PATH, link_body(("user", "u-1"), (subject_type, "p-1")))
+
+    body = assert_problem(response, status=400, code="unknown_subject_type")
+    assert [error["field"] for error in body["errors"]] == ["identifiers.1.subject_type"]
+    assert IdentifierLink.objects.count() == 0
+
+
 def test_id_link__both_subject_types_unknown__400_naming_both(api, subject_types):
     response = api.post(LINK_PATH, link_body(("phone", "p-1"), ("email", "e-1")))
 
