@@ -23,6 +23,7 @@ import httpx
 import psycopg
 import pytest
 
+from tests.conftest import DEMO_YAML
 from tests.server import PROJECT_DIR, free_port, gunicorn, wait_until
 from tokens.crypto import token_generate
 
@@ -30,24 +31,6 @@ pytestmark = [pytest.mark.postgres, pytest.mark.e2e]
 
 SECRET_KEY = "e2e-database-outage-not-secret"
 PROBLEM_CONTENT_TYPE = "application/problem+json"
-CONFIG_YAML = """
-schemaVersion: 1
-kind: subjecttype
-metadata: {id: user}
----
-schemaVersion: 1
-kind: subjecttype
-metadata: {id: cookie}
----
-schemaVersion: 1
-kind: experiment
-metadata: {id: checkout-button, status: active}
-spec:
-  subjectType: user
-  variants:
-    - {id: control, control: true, split: 0.5}
-    - {id: green, split: 0.5}
-"""
 
 
 def postgres_bin_dir() -> Path | None:
@@ -132,7 +115,7 @@ def service_env(cluster, tmp_path_factory) -> dict[str, str]:
     env = {"DATABASE_URL": cluster.url, "SECRET_KEY": SECRET_KEY}
     manage("migrate", "--no-input", env=env)
     config = tmp_path_factory.mktemp("config") / "config.yaml"
-    config.write_text(CONFIG_YAML)
+    config.write_text(DEMO_YAML)
     manage("apply_resources", str(config), env=env)
     return env
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import apply_yaml
+from tests.conftest import DEMO_YAML, apply_yaml
 from tests.server import PROJECT_DIR, database_url_for_tests, free_port, gunicorn, wait_for_port, wait_until
 from tokens.crypto import token_generate
 from tokens.services import api_token_create
@@ -28,28 +28,6 @@ pytestmark = [pytest.mark.postgres, pytest.mark.e2e, pytest.mark.django_db(trans
 
 SECRET_KEY = "e2e-proxy-not-secret"
 PROBLEM_CONTENT_TYPE = "application/problem+json"
-CONFIG_YAML = """
-schemaVersion: 1
-kind: subjecttype
-metadata: {id: user}
----
-schemaVersion: 1
-kind: subjecttype
-metadata: {id: cookie}
----
-schemaVersion: 1
-kind: lab
-metadata: {id: growth}
----
-schemaVersion: 1
-kind: experiment
-metadata: {id: checkout-button, status: active, parentId: growth}
-spec:
-  subjectType: user
-  variants:
-    - {id: control, control: true, split: 0.5}
-    - {id: green, split: 0.5}
-"""
 ASSIGN = {"experiment_id": "checkout-button", "subject_ids": ["u-1", "u-2"]}
 LINK = {"identifiers": [{"subject_type": "cookie", "subject_id": "c-1"}, {"subject_type": "user", "subject_id": "u-1"}]}
 
@@ -117,7 +95,7 @@ def nginx(*, upstream: str, token: str, **settings: str) -> Iterator[tuple[str, 
 @pytest.fixture
 def service() -> Iterator[tuple[str, str, Path]]:
     """gunicorn on the test database with the demo configuration; yields (base URL, proxy token, log path)."""
-    apply_yaml(CONFIG_YAML)
+    apply_yaml(DEMO_YAML)
     _, token = api_token_create(name="proxy")
     env = {"DATABASE_URL": database_url_for_tests(), "SECRET_KEY": SECRET_KEY}
     with gunicorn(env=env, workers=2) as (base_url, _):

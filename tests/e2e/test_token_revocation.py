@@ -11,7 +11,7 @@ import httpx
 import pytest
 from django.conf import settings
 
-from tests.conftest import apply_yaml
+from tests.conftest import DEMO_YAML, apply_yaml
 from tests.server import PROJECT_DIR, database_url_for_tests, gunicorn, wait_until
 from tests.tokens.test_secret_storage import all_table_text
 from tokens.services import api_token_create
@@ -19,24 +19,6 @@ from tokens.services import api_token_create
 pytestmark = [pytest.mark.postgres, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 SECRET_KEY = "e2e-token-revocation-not-secret"
-CONFIG_YAML = """
-schemaVersion: 1
-kind: subjecttype
-metadata: {id: user}
----
-schemaVersion: 1
-kind: lab
-metadata: {id: growth}
----
-schemaVersion: 1
-kind: experiment
-metadata: {id: checkout-button, status: active, parentId: growth}
-spec:
-  subjectType: user
-  variants:
-    - {id: control, control: true, split: 0.5}
-    - {id: green, split: 0.5}
-"""
 BODY = {"experiment_id": "checkout-button", "subject_ids": ["u-1"]}
 # Slack over API_TOKEN_CACHE_SECONDS for the poll interval and a slow machine.
 MARGIN_SECONDS = 2.0
@@ -44,7 +26,7 @@ MARGIN_SECONDS = 2.0
 
 def test_revocation__revoke_command_on_a_running_server__refused_within_the_cache_time_and_never_logged():
     # Given a running server with two workers, both of which have verified (and cached) the token
-    apply_yaml(CONFIG_YAML)
+    apply_yaml(DEMO_YAML)
     _, token = api_token_create(name="backend")
     env = {"DATABASE_URL": database_url_for_tests(), "SECRET_KEY": SECRET_KEY}
     with gunicorn(env=env, workers=2) as (base_url, _), httpx.Client(base_url=base_url) as http:
