@@ -1,0 +1,67 @@
+"""The benchmark's own PostgreSQL database, and what the server tells about it."""
+
+from __future__ import annotations
+
+import time
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg import sql
+
+
+def database_url_with_name(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, ""))
+
+
+class DatabaseServer:
+    """An autocommit connection to a maintenance database, to create, watch and drop the bench database.
+
+    It never connects to the bench database itself, so its own statements do
+    not count in that database's transaction counter.
+    """
+
+    def __init__(self, admin_url: str) -> None:
+        self.admin_url = admin_url
+        self.connection = psycopg.connect(admin_url, autocommit=True)
+
+    def close(self) -> None:
+        self.connection.close()
+
+    def version(self) -> str:
+        return self.connection.execute("SHOW server_version").fetchone()[0]
+
+    def recreate(self, name: str) -> str:
+        """Drop and create database `name`; returns its URL."""
+        self.drop(name)
+        self.connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        return database_url_with_name(self.admin_url, name)
+
+    def drop(self, name: str) -> None:
+        self.connection.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+    def backend_pids(self, name: str) -> list[int]:
+        rows = self.connection.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()", [name]
+        ).fetchall()
+        return [pid for (pid,) in rows]
+
+    def transactions(self, name: str) -> int:
+        """Committed plus rolled-back transactions in database `name` so far.
+
+        In autocommit every statement is its own transaction, so the difference
+        over a run counts the statements clients sent. A backend flushes its
+        counts when it exits, so read this only once its clients disconnected.
+        """
+        self.connection.execute("SELECT pg_stat_clear_snapshot()")
+        row = self.connection.execute(
+            "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = %s", [name]
+        ).fetchone()
+        return int(row[0])
+
+    def wait_without_clients(self, name: str, *, timeout: float = 15.0) -> None:
+        deadline = time.monotonic() + timeout
+        while self.backend_pids(name):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"clients of database {name} still connected after {timeout}s")
+            time.sleep(0.05)
