@@ -2,7 +2,8 @@
 
 One plain psycopg 3 connection per worker (autocommit, psycopg's defaults, so
 statements are prepared after a few runs), the assignment computed in Python by
-assignments/hashing.py, and the set-based statements the service sends: a fetch
+assignments/hashing.py, and the service's set-based statements with arrays bound
+server-side (psycopg's own binding, no Django): a fetch
 joining unnest(array) to the (experiment_id, subject_id) unique index, an
 INSERT ... SELECT FROM unnest ... ON CONFLICT DO NOTHING RETURNING for the
 missing subjects, and a re-read of conflict losers only. No HTTP, no Django.
