@@ -4,47 +4,18 @@ The configuration is code (apply_resources), so its resources are read-only here
 an edit in the admin would bypass the validation, lifecycle and cohort rules of
 services.resources_apply, and the next apply would silently undo it.
 Assignments are immutable by contract and the table grows without bound, so its
-pages never count rows and search only by exact, case-sensitive subject ID (as
+big lists are counted by estimate and searched only by exact, case-sensitive subject ID (as
 subject IDs are compared everywhere); filtered by experiment, that lookup is
 answered by the unique index on (experiment, subject_id).
 """
 
 from __future__ import annotations
 
-import json
-
 from django.contrib import admin
-from django.core.paginator import Paginator
-from django.db import connection
 from django.db.models import Count
-from django.utils.functional import cached_property
 
 from assignments.models import Assignment, Cohort, Experiment, Lab, SubjectType, Variant
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
-
-
-class EstimatedCountPaginator(Paginator):
-    """Counts by the PostgreSQL planner's estimate instead of a COUNT(*) over the whole table.
-
-    Page links may be approximate; a list page stays fast at hundreds of millions of rows.
-    """
-
-    @cached_property
-    def count(self) -> int:
-        if connection.vendor != "postgresql":
-            return super().count
-        plan = json.loads(self.object_list.explain(format="json"))
-        return int(plan[0]["Plan"]["Plan Rows"])
+from config.admin import EstimatedCountPaginator, ExactSearchAdmin, ReadOnlyAdmin
 
 
 @admin.register(SubjectType)
@@ -99,19 +70,14 @@ class ExperimentAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Assignment)
-class AssignmentAdmin(ReadOnlyAdmin):
+class AssignmentAdmin(ExactSearchAdmin):
     list_display = ["subject_id", "experiment", "variant", "cohort", "created_at"]
     list_select_related = ["experiment", "variant"]
     list_filter = ["experiment"]
     raw_id_fields = ["experiment", "variant"]
     search_fields = ["subject_id"]
+    exact_search_fields = ("subject_id",)
     search_help_text = "Exact subject ID (case-sensitive); pick an experiment first on big tables."
     show_full_result_count = False
     paginator = EstimatedCountPaginator
     ordering = ["-id"]
-
-    def get_search_results(self, request, queryset, search_term):
-        # Django's search would use icontains: a full scan that can also match the wrong subject.
-        if not search_term:
-            return queryset, False
-        return queryset.filter(subject_id=search_term), False

@@ -3,64 +3,29 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.core.paginator import Paginator
-from django.db import connection
-from django.utils.functional import cached_property
 from django.utils.html import format_html, format_html_join
 
+from config.admin import EstimatedCountPaginator, ExactSearchAdmin
 from idlinks.models import IdentifierLink
 from idlinks.selectors import DEFAULT_MAX_DEPTH, identifiers_connected
 
-# Below this many rows an exact count is cheap and the planner's estimate may be stale.
-ESTIMATE_ABOVE_ROWS = 10_000
 ADMIN_MAX_CONNECTED = 200
 
 
-class EstimatedCountPaginator(Paginator):
-    """Counts an unfiltered PostgreSQL table from the planner's statistics.
-
-    COUNT(*) over millions of links takes seconds on every changelist page; the
-    estimate (pg_class.reltuples, kept by autovacuum) only sizes the page links.
-    A filtered or searched list is counted exactly.
-    """
-
-    @cached_property
-    def count(self) -> int:
-        query = getattr(self.object_list, "query", None)
-        if connection.vendor == "postgresql" and query is not None and not query.where:
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass", [query.model._meta.db_table]
-                )
-                estimate = cursor.fetchone()[0]
-            if estimate > ESTIMATE_ABOVE_ROWS:
-                return estimate
-        return super().count
-
-
 @admin.register(IdentifierLink)
-class IdentifierLinkAdmin(admin.ModelAdmin):
+class IdentifierLinkAdmin(ExactSearchAdmin):
     """Links are written only by POST /id-link; the console shows them and what each identifier resolves to."""
 
     list_display = ["subject_type_a", "subject_id_a", "subject_type_b", "subject_id_b", "created_at"]
     list_select_related = ["subject_type_a", "subject_type_b"]
-    # Exact matches use the indexes on both sides; a substring search would scan the table.
-    search_fields = ["=subject_id_a", "=subject_id_b"]
-    search_help_text = "Exact subject ID, on either side of the link."
+    search_fields = ["subject_id_a", "subject_id_b"]
+    exact_search_fields = ("subject_id_a", "subject_id_b")
+    search_help_text = "Exact subject ID (case-sensitive), on either side of the link."
     ordering = ["-pk"]
     paginator = EstimatedCountPaginator
     show_full_result_count = False
     fields = ["subject_type_a", "subject_id_a", "subject_type_b", "subject_id_b", "created_at", "connected_identifiers"]
     readonly_fields = ["connected_identifiers"]
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
     @admin.display(description="Connected identifiers")
     def connected_identifiers(self, obj: IdentifierLink) -> str:

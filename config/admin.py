@@ -1,0 +1,63 @@
+"""Admin pieces shared by the apps' staff consoles, built for tables of millions of rows."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import admin
+from django.core.paginator import Paginator
+from django.db import connection
+from django.db.models import Q
+from django.utils.functional import cached_property
+
+# Below this many rows an exact count is cheap and the planner's estimate may be stale.
+ESTIMATE_ABOVE_ROWS = 10_000
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Data written only by the API or by apply_resources: shown, never edited here."""
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+class EstimatedCountPaginator(Paginator):
+    """Counts a big list by the PostgreSQL planner's estimate instead of COUNT(*).
+
+    COUNT(*) over millions of rows takes seconds on every changelist page, filtered
+    (one experiment's assignments) or not; the estimate only sizes the page links.
+    A list the planner expects to be small is counted exactly.
+    """
+
+    @cached_property
+    def count(self) -> int:
+        if connection.vendor == "postgresql" and hasattr(self.object_list, "explain"):
+            plan = json.loads(self.object_list.explain(format="json"))
+            estimate = int(plan[0]["Plan"]["Plan Rows"])
+            if estimate > ESTIMATE_ABOVE_ROWS:
+                return estimate
+        return super().count
+
+
+class ExactSearchAdmin(ReadOnlyAdmin):
+    """Searches `exact_search_fields` for the term exactly as typed, case-sensitive like every subject ID.
+
+    Django's own search lowercases (iexact, icontains): a scan that cannot use the
+    indexes and can also match another subject whose ID differs only in case.
+    """
+
+    exact_search_fields: tuple[str, ...] = ()
+
+    def get_search_results(self, request, queryset, search_term):
+        if not search_term:
+            return queryset, False
+        condition = Q()
+        for name in self.exact_search_fields:
+            condition |= Q(**{name: search_term})
+        return queryset.filter(condition), False
