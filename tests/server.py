@@ -29,6 +29,16 @@ def wait_for_port(port: int, *, timeout: float = 20.0) -> None:
     raise TimeoutError(f"nothing listens on port {port} after {timeout}s")
 
 
+def process_stop(process: subprocess.Popen, *, timeout: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL if the process has not ended within timeout seconds."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 @contextlib.contextmanager
 def gunicorn(*, env: dict[str, str], workers: int = 2) -> Iterator[tuple[str, subprocess.Popen]]:
     """Run `gunicorn config.wsgi:application` with the deployment's own settings file
@@ -57,12 +67,7 @@ def gunicorn(*, env: dict[str, str], workers: int = 2) -> Iterator[tuple[str, su
         wait_for_port(port)
         yield f"http://127.0.0.1:{port}", process
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        process_stop(process)
         if process.returncode not in (0, -15):
             sys.stderr.write(log_path.read_text())
 

@@ -45,9 +45,6 @@ class ApiToken(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.role})"
 
-    def is_usable(self, *, now: datetime) -> bool:
-        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
-
     def state(self, *, now: datetime) -> str:
         if self.revoked_at is not None:
             return "revoked"

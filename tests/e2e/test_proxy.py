@@ -20,7 +20,15 @@ import httpx
 import pytest
 
 from tests.conftest import DEMO_YAML, apply_yaml
-from tests.server import PROJECT_DIR, database_url_for_tests, free_port, gunicorn, wait_for_port, wait_until
+from tests.server import (
+    PROJECT_DIR,
+    database_url_for_tests,
+    free_port,
+    gunicorn,
+    process_stop,
+    wait_for_port,
+    wait_until,
+)
 from tokens.crypto import token_generate
 from tokens.services import api_token_create
 
@@ -84,12 +92,7 @@ def nginx(*, upstream: str, token: str, **settings: str) -> Iterator[tuple[str, 
             wait_for_port(port)
             yield f"http://127.0.0.1:{port}", Path(prefix)
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            process_stop(process)
 
 
 @pytest.fixture
