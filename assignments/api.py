@@ -12,7 +12,7 @@ from drf_spectacular.utils import (
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from assignments.services import assign_subjects
+from assignments.assigning import assign_subjects
 from config.api import JsonApiView
 from config.authentication import IsProxyRole
 from config.fields import StrictStringField, SubjectIdListField

@@ -164,3 +164,68 @@ class Assignment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.subject_id} -> {self.variant_id}"
+
+
+class AssignmentCount(models.Model):
+    """Assignments per experiment, cohort, variant and UTC day: the health panel's and the report's numbers.
+
+    Kept by database triggers on assignments_assignment (migration 0003), so every
+    writer, the API, a command or a hand-written statement, keeps it exact in the
+    same transaction, and reading an experiment's numbers costs a few hundred rows
+    however many millions it has assigned. On PostgreSQL each backend adds its own
+    `shard` row (its process ID modulo COUNT_SHARDS): concurrent requests then
+    update different rows instead of queueing on one row's lock until commit.
+    A delete adds negative counts, so readers always sum over shards.
+    """
+
+    COUNT_SHARDS = 32
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="+", db_index=False)
+    cohort = models.PositiveIntegerField()
+    variant = models.ForeignKey(Variant, on_delete=models.CASCADE, related_name="+", db_index=False)
+    day = models.DateField()
+    shard = models.PositiveSmallIntegerField()
+    assignments = models.BigIntegerField()
+
+    class Meta:
+        constraints = [
+            # The triggers' upserts target it; it also serves every read, which filters on the experiment.
+            models.UniqueConstraint(
+                fields=["experiment", "cohort", "variant", "day", "shard"], name="assignmentcount_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} cohort {self.cohort}: {self.assignments}"
+
+
+class ResourceChange(models.Model):
+    """One real change of a configuration resource, by apply_resources or in the admin.
+
+    The documents are the resource as export_resources writes it, without its
+    resourceVersion (kept in its own column); `before` is None for a creation.
+    """
+
+    class Channel(models.TextChoices):
+        COMMAND = "command"
+        ADMIN = "admin"
+
+    kind = models.CharField(max_length=20)
+    resource_id = models.CharField("ID", max_length=100)
+    resource_version = models.PositiveIntegerField()
+    changed_at = models.DateTimeField(default=timezone.now)
+    actor = models.CharField(max_length=150)
+    channel = models.CharField(max_length=20, choices=Channel.choices)
+    before = models.JSONField(null=True)
+    after = models.JSONField()
+
+    class Meta:
+        constraints = [
+            # Every change raises the version by one: two entries for one version mean a lost update.
+            models.UniqueConstraint(
+                "kind", Lower("resource_id"), "resource_version", name="resourcechange_kind_id_version_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.resource_id} v{self.resource_version}"

@@ -1,8 +1,9 @@
-"""Configuration as code (CONTRACT.md section 4): YAML documents <-> resource specs.
+"""Configuration as code: YAML documents <-> resource specs.
 
 This module parses and validates what can be checked without the database, and
 renders the export. The write side, which also checks what needs the database
-(references, lifecycle, existing assignments), is `services.resources_apply`.
+(references, lifecycle, existing assignments), is `configuring.resources_apply`.
+The admin builds the same documents from its forms, so both go through one reader.
 """
 
 from __future__ import annotations
@@ -99,12 +100,32 @@ class ExperimentSpec:
 ResourceSpec = SubjectTypeSpec | LabSpec | ExperimentSpec
 
 
-class ResourceInvalid(Exception):
-    """One or more documents are invalid; `errors` holds a line each."""
+@dataclass(frozen=True)
+class ResourceProblem:
+    """One reason a resource was refused: where (file and document, or resource), which field, and why.
 
-    def __init__(self, errors: list[str]) -> None:
-        super().__init__("\n".join(errors))
-        self.errors = errors
+    `path` is the document's dotted field path (`spec.variants.1.split`), or "" when the
+    problem is the document as a whole; the admin maps it to the form field it came from.
+    """
+
+    where: str
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return ": ".join(part for part in (self.where, self.path, self.message) if part)
+
+
+class ResourceInvalid(Exception):
+    """One or more documents are invalid; `problems` holds each, `errors` a line each."""
+
+    def __init__(self, problems: list[ResourceProblem]) -> None:
+        super().__init__("\n".join(map(str, problems)))
+        self.problems = problems
+
+    @property
+    def errors(self) -> list[str]:
+        return [str(problem) for problem in self.problems]
 
 
 @dataclass
@@ -112,10 +133,10 @@ class _Reader:
     """Reads one document, collecting every problem instead of stopping at the first."""
 
     source: Source
-    errors: list[str] = field(default_factory=list)
+    errors: list[ResourceProblem] = field(default_factory=list)
 
     def error(self, path: str, message: str) -> None:
-        self.errors.append(f"{self.source}: {path}: {message}")
+        self.errors.append(ResourceProblem(str(self.source), path, message))
 
     def mapping(self, value: Any, path: str, allowed: set[str]) -> dict[str, Any]:
         if not isinstance(value, dict):
@@ -249,6 +270,8 @@ def _read_experiment(reader: _Reader, document: dict) -> ExperimentSpec | None:
 def _read_document(reader: _Reader, document: Any) -> ResourceSpec | None:
     document = reader.mapping(document, "", TOP_FIELDS)
     if not document:
+        if not reader.errors:
+            reader.error("", "an empty document; it needs schemaVersion, kind and metadata")
         return None
     version = document.get("schemaVersion")
     if version != SCHEMA_VERSION or isinstance(version, bool):
@@ -277,20 +300,29 @@ def resources_parse(text: str, *, file: str) -> list[ResourceSpec]:
     try:
         documents = list(yaml.safe_load_all(text))
     except yaml.YAMLError as exc:
-        raise ResourceInvalid([f"{file}: not valid YAML: {exc}"]) from None
+        raise ResourceInvalid([ResourceProblem(file, "", f"not valid YAML: {exc}")]) from None
     specs: list[ResourceSpec] = []
-    errors: list[str] = []
+    errors: list[ResourceProblem] = []
     for number, document in enumerate(documents, start=1):
         if document is None:
             continue
-        reader = _Reader(Source(file, number))
-        spec = _read_document(reader, document)
-        errors.extend(reader.errors)
-        if spec is not None and not reader.errors:
-            specs.append(spec)
+        try:
+            specs.append(resource_read(document, source=Source(file, number)))
+        except ResourceInvalid as exc:
+            errors.extend(exc.problems)
     if errors:
         raise ResourceInvalid(errors)
     return specs
+
+
+def resource_read(document: Any, *, source: Source) -> ResourceSpec:
+    """One parsed document (a YAML document, or one the admin built from a form) as a spec;
+    raises ResourceInvalid listing every problem."""
+    reader = _Reader(source)
+    spec = _read_document(reader, document)
+    if reader.errors or spec is None:
+        raise ResourceInvalid(reader.errors)
+    return spec
 
 
 def resources_check_unique(specs: list[ResourceSpec]) -> None:
@@ -300,9 +332,31 @@ def resources_check_unique(specs: list[ResourceSpec]) -> None:
     for spec in specs:
         seen = first.setdefault((spec.kind, spec.key.lower()), spec.source)
         if seen != spec.source:
-            errors.append(f"{spec.source}: metadata.id: {spec.kind} {spec.key!r} is already defined in {seen}")
+            message = f"{spec.kind} {spec.key!r} is already defined in {seen}"
+            errors.append(ResourceProblem(str(spec.source), "metadata.id", message))
     if errors:
         raise ResourceInvalid(errors)
+
+
+def _without_version(document: dict) -> dict:
+    document["metadata"].pop("resourceVersion")
+    return document
+
+
+def resource_document(resource: SubjectType | Lab | Experiment, *, with_version: bool = True) -> dict:
+    """The resource as the document export_resources writes; without its resourceVersion
+    for the history, which records the version beside the document."""
+    if isinstance(resource, SubjectType):
+        document = _subject_type_document(resource)
+    elif isinstance(resource, Lab):
+        document = _lab_document(resource)
+    else:
+        document = _experiment_document(resource)
+    return document if with_version else _without_version(document)
+
+
+def resource_yaml(document: dict) -> str:
+    return yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
 
 
 def _subject_type_document(subject_type: SubjectType) -> dict:

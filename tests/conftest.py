@@ -13,9 +13,9 @@ from django.db import connection
 from django.test import Client
 from hypothesis import settings as hypothesis_settings
 
+from assignments.configuring import Actor, resources_apply
 from assignments.resources import resources_parse
 from assignments.selectors import experiment_states
-from assignments.services import resources_apply
 from tests.server import free_port
 from tokens.models import Role
 from tokens.services import api_token_create
@@ -71,7 +71,7 @@ def _fresh_experiment_cache():
 
 
 def apply_yaml(text: str, *, dry_run: bool = False):
-    return resources_apply(specs=resources_parse(text, file="test.yaml"), dry_run=dry_run)
+    return resources_apply(specs=resources_parse(text, file="test.yaml"), actor=Actor.command(), dry_run=dry_run)
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ import sys
 import pytest
 from django.core.management import CommandError, call_command
 
+from assignments.assigning import assign_subjects
 from assignments.management.commands.experiment_report import Command
 from assignments.models import Assignment, Experiment, Variant
-from assignments.services import assign_subjects
 from tests.conftest import apply_yaml
 from tests.factories import ExperimentFactory
 from tests.server import PROJECT_DIR, database_url_for_tests

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+from assignments.assigning import assign_subjects
 from assignments.models import Assignment
-from assignments.services import assign_subjects
 from tests.assignments.helpers import reference_variant
 from tests.conftest import apply_yaml
 

@@ -162,7 +162,7 @@ def test_export__fresh_installation__only_the_default_lab(db):
 
 def test_export__reapplied_after_assignments__unchanged_and_nothing_frozen_trips(db, tmp_path):
     # Salt, subject type and variants are frozen by assignments; the export must not look like a change to them.
-    from assignments.services import assign_subjects
+    from assignments.assigning import assign_subjects
 
     apply_yaml(TRICKY)
     assign_subjects(experiment_id="checkout-button", subject_ids=[f"s{index}" for index in range(100)])

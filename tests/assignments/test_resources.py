@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from assignments.assigning import assign_subjects
 from assignments.models import Assignment, Cohort, Experiment, Lab, SubjectType, Variant
 from assignments.resources import ResourceInvalid, resources_parse
-from assignments.services import assign_subjects
 from tests.conftest import apply_yaml
 
 USER = """

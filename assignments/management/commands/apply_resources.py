@@ -5,8 +5,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from assignments.resources import ResourceInvalid, resources_parse
-from assignments.services import ApplyResult, resources_apply
+from assignments.configuring import Actor, ApplyResult, resources_apply
+from assignments.resources import ResourceInvalid, ResourceProblem, resources_parse
 
 
 class Command(BaseCommand):
@@ -33,12 +33,12 @@ class Command(BaseCommand):
             try:
                 text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
-                errors.append(f"{file}: cannot read: {exc}")
+                errors.append(ResourceProblem(file, "", f"cannot read: {exc}"))
                 continue
             try:
                 specs.extend(resources_parse(text, file=file))
             except ResourceInvalid as exc:
-                errors.extend(exc.errors)
+                errors.extend(exc.problems)
         if errors:
             raise ResourceInvalid(errors)
-        return resources_apply(specs=specs, dry_run=dry_run)
+        return resources_apply(specs=specs, actor=Actor.command(), dry_run=dry_run)

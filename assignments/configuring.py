@@ -1,107 +1,70 @@
-"""Writes: the assignment hot path and the apply of configuration resources."""
+"""The apply of configuration resources: the one write path of apply_resources and the admin.
+
+Every rule that needs the database (references, the forward-only lifecycle,
+what existing assignments freeze, cohorts) is checked here, and every real
+change is recorded in the resource's history (ResourceChange) in the same
+transaction.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import getpass
+import os
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import F, Max
 from django.db.models.functions import Lower
 from django.utils import timezone
 
-from assignments.errors import ExperimentNotActive, ExperimentNotFound
-from assignments.models import DEFAULT_LAB_ID, Assignment, Cohort, Experiment, Lab, SubjectType, Variant
+from assignments.models import (
+    DEFAULT_LAB_ID,
+    Assignment,
+    Cohort,
+    Experiment,
+    Lab,
+    ResourceChange,
+    SubjectType,
+    Variant,
+)
 from assignments.resources import (
     ExperimentSpec,
     LabSpec,
     ResourceInvalid,
+    ResourceProblem,
     ResourceSpec,
+    Source,
     SubjectTypeSpec,
+    resource_document,
+    resource_read,
     resources_check_unique,
 )
-from assignments.selectors import ExperimentState, experiment_states, experiment_version_get
-from assignments.storage import assignments_fetch, assignments_insert
+from assignments.selectors import experiment_states
+
+MODELS = {"subjecttype": SubjectType, "lab": Lab, "experiment": Experiment}
 
 
-def _current_state(experiment_id: str, *, fresh: bool) -> ExperimentState:
-    if fresh:
-        experiment_states.forget(experiment_id)
-    state = experiment_states.get(experiment_id)
-    if state is None:
-        raise ExperimentNotFound(f"No experiment has the ID {experiment_id!r}.")
-    return state
+@dataclass(frozen=True)
+class Actor:
+    """Who makes a change, as the history records it."""
 
+    name: str
+    channel: str  # ResourceChange.Channel
 
-def _stored_variants(state: ExperimentState, subject_ids: list[str], *, fresh: bool) -> dict[str, int] | None:
-    """Every subject's stored variant pk, creating the missing assignments; None if
-    a cached state turned out to be stale (nothing was written then).
+    @classmethod
+    def command(cls) -> Actor:
+        """The operating-system user running a management command."""
+        try:
+            name = getpass.getuser()
+        except (KeyError, OSError):
+            # A container may run under a UID that has no passwd entry.
+            name = f"uid {os.getuid()}"
+        return cls(name=name, channel=ResourceChange.Channel.COMMAND)
 
-    At most three statements: read the existing (with the experiment's version),
-    insert the missing (ignoring conflicts on assignment_experiment_subject_unique),
-    and, only if a concurrent request won some of those conflicts, read the rows it stored.
-    """
-    version, stored = assignments_fetch(experiment_pk=state.pk, subject_ids=subject_ids)
-    if not fresh and version != state.version:
-        return None
-    missing = sorted(subject_id for subject_id in subject_ids if subject_id not in stored)
-    if not missing:
-        return stored
-    rows = [(subject_id, state.variant_pk_for(subject_id)) for subject_id in missing]
-    inserted = assignments_insert(experiment_pk=state.pk, cohort=state.cohort, rows=rows, created_at=timezone.now())
-    stored.update(inserted)
-    lost = [subject_id for subject_id in missing if subject_id not in inserted]
-    if lost:
-        stored.update(assignments_fetch(experiment_pk=state.pk, subject_ids=lost)[1])
-    return stored
-
-
-def _assign(experiment_id: str, subject_ids: list[str], *, fresh: bool) -> dict[str, str] | None:
-    """The answer from the cached (or, if fresh, a newly loaded) state; None if that state is stale."""
-    state = _current_state(experiment_id, fresh=fresh)
-    if state.status != Experiment.Status.ACTIVE:
-        # Not a hot path for long: experiments leave these statuses rarely, so one
-        # primary-key read to confirm the cached status is cheap insurance.
-        if not fresh and experiment_version_get(experiment_pk=state.pk) != state.version:
-            return None
-        if state.status != Experiment.Status.WINNER_DECLARED:
-            raise ExperimentNotActive(
-                f"Experiment {state.key!r} is {state.status}; only active experiments assign subjects.",
-                experiment_status=state.status,
-            )
-        winner = state.variant_keys[state.winning_variant_pk]
-        return {subject_id: winner for subject_id in subject_ids}
-    stored = _stored_variants(state, subject_ids, fresh=fresh)
-    if stored is None:
-        return None
-    if not all(variant_pk in state.variant_keys for variant_pk in stored.values()):
-        # An apply committed since our fetch added a variant another process already assigned.
-        state = _current_state(experiment_id, fresh=True)
-    return {subject_id: state.variant_keys[stored[subject_id]] for subject_id in subject_ids}
-
-
-def assign_subjects(*, experiment_id: str, subject_ids: Sequence[str]) -> dict[str, str]:
-    """Each distinct subject's variant ID, in the order first sent (CONTRACT.md section 3).
-
-    Active: stored assignments win; missing ones are computed (hashing.py) and
-    stored. Winner declared: the winner for everyone, nothing stored.
-    The experiment's state comes from a per-process cache that is checked against
-    the stored resource_version on every request, so an apply by any process is
-    seen by the next request.
-    """
-    distinct = list(dict.fromkeys(subject_ids))
-    try:
-        answer = _assign(experiment_id, distinct, fresh=False)
-    except IntegrityError:
-        # The cached state named a variant that a concurrent apply has since
-        # removed, and the foreign key refused it: nothing was stored.
-        answer = None
-    if answer is None:
-        # A state loaded now is current: an apply committing from here on is
-        # ordered after this request, so it is not checked again.
-        answer = _assign(experiment_id, distinct, fresh=True)
-    return answer
+    @classmethod
+    def staff(cls, username: str) -> Actor:
+        return cls(name=username, channel=ResourceChange.Channel.ADMIN)
 
 
 @dataclass(frozen=True)
@@ -150,20 +113,29 @@ def _stored_splits(experiment: Experiment) -> list[tuple[str, float]]:
     return [(variant.key.lower(), variant.split) for variant in experiment.variants.order_by("position")]
 
 
-def _check_experiment_change(experiment: Experiment, spec: ExperimentSpec, subject_type: SubjectType) -> list[str]:
+def _where(spec: ResourceSpec) -> str:
+    return f"{spec.source}: {spec.kind} {spec.key!r}"
+
+
+def _check_experiment_change(
+    experiment: Experiment, spec: ExperimentSpec, subject_type: SubjectType
+) -> list[ResourceProblem]:
     errors = []
-    where = f"{spec.source}: experiment {spec.key!r}"
+    where = _where(spec)
     if not experiment.can_move_to(spec.status):
-        errors.append(f"{where}: metadata.status: cannot go back from {experiment.status} to {spec.status}")
+        errors.append(
+            ResourceProblem(where, "metadata.status", f"cannot go back from {experiment.status} to {spec.status}")
+        )
     has_assignments = Assignment.objects.filter(experiment=experiment).exists()
     if has_assignments and subject_type.pk != experiment.subject_type_id:
-        errors.append(f"{where}: spec.subjectType: cannot change once the experiment has assignments")
+        errors.append(ResourceProblem(where, "spec.subjectType", "cannot change once the experiment has assignments"))
     if has_assignments and spec.effective_salt != experiment.salt:
-        errors.append(f"{where}: spec.salt: cannot change once the experiment has assignments")
+        errors.append(ResourceProblem(where, "spec.salt", "cannot change once the experiment has assignments"))
     kept = {variant.key.lower() for variant in spec.variants}
     for variant in experiment.variants.all():
         if variant.key.lower() not in kept and Assignment.objects.filter(variant=variant).exists():
-            errors.append(f"{where}: spec.variants: variant {variant.key!r} has assignments and cannot be removed")
+            message = f"variant {variant.key!r} has assignments and cannot be removed"
+            errors.append(ResourceProblem(where, "spec.variants", message))
     return errors
 
 
@@ -206,17 +178,17 @@ def _write_variants(experiment: Experiment, spec: ExperimentSpec) -> tuple[bool,
     return changed or control_moves, removed
 
 
-def _apply_experiment(spec: ExperimentSpec, errors: list[str]) -> str | None:
-    where = f"{spec.source}: experiment {spec.key!r}"
+def _apply_experiment(spec: ExperimentSpec, errors: list[ResourceProblem]) -> str | None:
+    where = _where(spec)
     lab = _get_ci(Lab, spec.lab)
     if lab is None and spec.lab.lower() == DEFAULT_LAB_ID:
         # `default` exists out of the box (migration 0002); a flushed database gets it back here.
         lab = Lab.objects.create(key=DEFAULT_LAB_ID, name=DEFAULT_LAB_ID)
     subject_type = _get_ci(SubjectType, spec.subject_type)
     if lab is None:
-        errors.append(f"{where}: metadata.parentId: no lab {spec.lab!r}")
+        errors.append(ResourceProblem(where, "metadata.parentId", f"no lab {spec.lab!r}"))
     if subject_type is None:
-        errors.append(f"{where}: spec.subjectType: no subject type {spec.subject_type!r}")
+        errors.append(ResourceProblem(where, "spec.subjectType", f"no subject type {spec.subject_type!r}"))
     if lab is None or subject_type is None:
         return None
     experiment = _get_ci(Experiment, spec.key, for_update=True)
@@ -282,19 +254,51 @@ def _apply_experiment(spec: ExperimentSpec, errors: list[str]) -> str | None:
     return outcome
 
 
-def resources_apply(*, specs: list[ResourceSpec], dry_run: bool = False) -> list[ApplyResult]:
+def _history_record(model, spec: ResourceSpec, before: dict | None, actor: Actor) -> None:
+    resource = _get_ci(model, spec.key)
+    ResourceChange.objects.create(
+        kind=spec.kind,
+        resource_id=resource.key,
+        resource_version=resource.resource_version,
+        actor=actor.name,
+        channel=actor.channel,
+        before=before,
+        after=resource_document(resource, with_version=False),
+    )
+
+
+def _apply_one(spec: ResourceSpec, errors: list[ResourceProblem], actor: Actor, *, create_only: bool) -> str | None:
+    model = MODELS[spec.kind]
+    stored = _get_ci(model, spec.key, for_update=True)
+    if stored is not None and create_only:
+        errors.append(
+            ResourceProblem(_where(spec), "metadata.id", f"a {spec.kind} {stored.key!r} exists (IDs ignore case)")
+        )
+        return None
+    before = None if stored is None else resource_document(stored, with_version=False)
+    outcome = _apply_experiment(spec, errors) if isinstance(spec, ExperimentSpec) else _apply_plain(spec)
+    if outcome in ("created", "updated"):
+        _history_record(model, spec, before, actor)
+    return outcome
+
+
+def resources_apply(
+    *, specs: list[ResourceSpec], actor: Actor, dry_run: bool = False, create_only: bool = False
+) -> list[ApplyResult]:
     """Apply every resource in one transaction, or none (ResourceInvalid lists why).
 
     Subject types and labs go first so experiments may refer to ones defined in
-    the same apply. A dry run does all the work, then rolls it back.
+    the same apply. A dry run does all the work, then rolls it back. With
+    `create_only` (the admin's add form) a resource that exists is refused
+    rather than updated.
     """
     resources_check_unique(specs)
     order = {"subjecttype": 0, "lab": 1, "experiment": 2}
     outcomes: dict[int, str] = {}
-    errors: list[str] = []
+    errors: list[ResourceProblem] = []
     with transaction.atomic():
         for index, spec in sorted(enumerate(specs), key=lambda item: order[item[1].kind]):
-            outcome = _apply_experiment(spec, errors) if isinstance(spec, ExperimentSpec) else _apply_plain(spec)
+            outcome = _apply_one(spec, errors, actor, create_only=create_only)
             if outcome is not None:
                 outcomes[index] = outcome
         if errors:
@@ -302,6 +306,24 @@ def resources_apply(*, specs: list[ResourceSpec], dry_run: bool = False) -> list
             raise ResourceInvalid(errors)
         if dry_run:
             transaction.set_rollback(True)
-    # Answer from the new state in this process at once; others see it within the cache's lifetime.
+    # Answer from the new state in this process at once; other processes see the new
+    # resource_version on their next request.
     experiment_states.clear()
     return [ApplyResult(spec.kind, spec.key, outcomes[index]) for index, spec in enumerate(specs)]
+
+
+def experiment_transition(
+    *, experiment: Experiment, status: str, actor: Actor, winning_variant: str | None = None
+) -> ApplyResult:
+    """Move an experiment along its lifecycle (the admin's start, declare winner, end and archive).
+
+    The stored document with a new status (and winner) goes through the same reader
+    and apply as any YAML, so the same rules refuse what is not allowed.
+    """
+    document = resource_document(experiment)
+    document["metadata"]["status"] = status
+    document["spec"].pop("winningVariant", None)
+    if winning_variant is not None:
+        document["spec"]["winningVariant"] = winning_variant
+    spec = resource_read(document, source=Source("admin", 1))
+    return resources_apply(specs=[spec], actor=actor)[0]
