@@ -1,0 +1,389 @@
+"""Screenshots of the staff console, taken from the real server by Debian's headless Chromium.
+
+Run through scripts/screenshots, which installs what this needs. Everything it makes
+(database, browser profile, server log) lives in one temporary folder under var/ and
+is removed at the end; the PNGs go to docs/screenshots/ only when every page showed
+what its screenshot is for, else to var/screenshots-failed/ for a look.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import random
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from datetime import timedelta
+from pathlib import Path
+from urllib.parse import urlsplit
+
+REPO = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+EXPERIMENT = "checkout-button"
+# The subject of the lookup screenshot: assigned, and linked through cookies to a second user.
+LOOKUP_USER = "user-0001"
+WIDTH = 1400
+HEIGHT = 1000
+# Beyond this a full-page capture is cut: a runaway page should not make a huge PNG.
+MAX_HEIGHT = 6000
+
+
+class PageProblem(Exception):
+    """A page did not show what its screenshot is meant to show."""
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def configure_environment(workdir: Path) -> None:
+    """Settings for both this process's Django and the server's: they must share one database."""
+    os.environ.update(
+        {
+            "DATABASE_URL": f"sqlite:///{workdir / 'db.sqlite3'}",
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            # A throwaway key: a fresh clone has no var/secret_key, and a non-default database needs one.
+            "SECRET_KEY": secrets.token_urlsafe(50),
+            "DEBUG": "false",
+            "ALLOWED_HOSTS": "127.0.0.1,localhost",
+            # The server speaks plain HTTP on loopback; secure-only cookies would not come back on every browser.
+            "SESSION_COOKIE_SECURE": "false",
+            "CSRF_COOKIE_SECURE": "false",
+            # Belt and braces: Selenium Manager is skipped anyway because both paths are given explicitly.
+            "SE_OFFLINE": "true",
+            "SE_AVOID_STATS": "true",
+        }
+    )
+
+
+def seed(password: str) -> tuple[int, list[tuple[str, int]]]:
+    """The demo configuration, a staff user, two weeks of assignments and a few identifier links.
+
+    Returns the experiment's pk and the assignments made per day (oldest first).
+    """
+    import django
+
+    sys.path.insert(0, str(REPO))
+    django.setup()
+
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.db import connections
+    from django.utils import timezone
+
+    from assignments.assigning import assign_subjects
+    from assignments.models import Assignment, Experiment
+    from idlinks.services import Identifier, id_link_create
+
+    call_command("migrate", interactive=False, verbosity=0)
+    call_command("apply_resources", str(REPO / "examples" / "demo.yaml"))
+    get_user_model().objects.create_superuser("admin", "admin@example.com", password)
+
+    experiment = Experiment.objects.get(key=EXPERIMENT)
+    # Fixed seed: the same curve on every run, so a changed screenshot means a changed page.
+    rng = random.Random(20240601)  # noqa: S311 - picture data, not a secret
+    now = timezone.now()
+    per_day = []
+    next_user = 1
+    for days_ago in range(13, -1, -1):
+        # A ramp-up with noise, and today only partly over.
+        count = 40 + 9 * (13 - days_ago) + rng.randint(-12, 12)
+        if days_ago == 0:
+            count //= 3
+        subject_ids = [f"user-{n:04d}" for n in range(next_user, next_user + count)]
+        next_user += count
+        assign_subjects(experiment_id=EXPERIMENT, subject_ids=subject_ids)
+        # assign_subjects stamps "now"; the update moves the batch to its day, and the
+        # triggers on the assignments table move its daily counts with it.
+        created_at = now - timedelta(days=days_ago, minutes=rng.randint(0, 600))
+        Assignment.objects.filter(experiment=experiment, subject_id__in=subject_ids).update(created_at=created_at)
+        per_day.append((created_at.date().isoformat(), count))
+
+    # user-0001 - cookie-7f3a - user-0002 (depth 2), and a second cookie on user-0001.
+    links = [
+        (("user", LOOKUP_USER), ("cookie", "cookie-7f3a")),
+        (("cookie", "cookie-7f3a"), ("user", "user-0002")),
+        (("user", LOOKUP_USER), ("cookie", "cookie-b91c")),
+    ]
+    for first, second in links:
+        id_link_create(first=Identifier(*first), second=Identifier(*second))
+    connections.close_all()
+    return experiment.pk, per_day
+
+
+def start_server(workdir: Path, port: int) -> subprocess.Popen:
+    env = dict(os.environ, GUNICORN_BIND=f"127.0.0.1:{port}", GUNICORN_WORKERS="1", GUNICORN_THREADS="4")
+    log = (workdir / "server.log").open("wb")
+    server = subprocess.Popen(  # noqa: S603 - a fixed command line, nothing from outside
+        [str(REPO / ".venv" / "bin" / "gunicorn"), "config.wsgi:application", "-c", "deploy/gunicorn.conf.py"],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        # Its own process group: a Ctrl-C meant for this script reaches the server only through stop_server.
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"the server exited with {server.returncode}; see its log below")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as response:
+                if response.status == 200:
+                    return server
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.3)
+    server.terminate()
+    raise RuntimeError("the server did not answer /healthz within 30 seconds")
+
+
+def stop_server(server: subprocess.Popen) -> None:
+    if server.poll() is None:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+def start_browser(workdir: Path):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in [
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-default-apps",
+        "--disable-extensions",
+        "--hide-scrollbars",
+        "--force-device-scale-factor=1",
+        "--lang=en-US",
+        f"--user-data-dir={workdir / 'chromium-profile'}",
+        f"--window-size={WIDTH},{HEIGHT}",
+    ]:
+        options.add_argument(argument)
+    service = Service(CHROMEDRIVER, log_output=str(workdir / "chromedriver.log"))
+    driver = webdriver.Chrome(service=service, options=options)
+    driver.set_page_load_timeout(30)
+    return driver
+
+
+def response_status(driver) -> int:
+    """The HTTP status of the page now shown (0 if the browser does not say)."""
+    status = driver.execute_script(
+        "const entry = performance.getEntriesByType('navigation')[0]; return entry ? entry.responseStatus : 0;"
+    )
+    return int(status or 0)
+
+
+def open_page(driver, url: str) -> None:
+    """Load url and insist on a 200 at that very path: an unknown admin URL redirects to the index with a 200."""
+    driver.get(url)
+    status = response_status(driver)
+    if status != 200:
+        raise PageProblem(f"{url} answered {status}")
+    if urlsplit(driver.current_url).path != urlsplit(url).path:
+        raise PageProblem(f"{url} ended at {driver.current_url}")
+
+
+def log_in(driver, base: str, password: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    open_page(driver, f"{base}/admin/login/?next=/admin/")
+    driver.find_element(By.NAME, "username").send_keys("admin")
+    driver.find_element(By.NAME, "password").send_keys(password)
+    driver.find_element(By.CSS_SELECTOR, "#login-form [type=submit]").click()
+    if not driver.find_elements(By.ID, "user-tools"):
+        raise PageProblem(f"logging in failed: still at {driver.current_url}")
+
+
+def save_full_page(driver, path: Path) -> None:
+    """The whole page, not just the window: the health panel sits below the first screen.
+
+    The viewport itself is made as tall as the page, rather than capturing beyond it,
+    so that boxes sized to the viewport (the admin's sticky nav sidebar, 100vh) reach
+    the bottom of the picture as they would on a tall screen.
+    """
+    height = HEIGHT
+    # Twice: a taller viewport can change the layout, and with it the page's height.
+    for _ in range(2):
+        metrics = driver.execute_cdp_cmd("Page.getLayoutMetrics", {})
+        content = metrics.get("cssContentSize") or metrics["contentSize"]
+        height = max(HEIGHT, min(int(content["height"]), MAX_HEIGHT))
+        driver.execute_cdp_cmd(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": WIDTH, "height": height, "deviceScaleFactor": 1, "mobile": False},
+        )
+    try:
+        clip = {"x": 0, "y": 0, "width": WIDTH, "height": height, "scale": 1}
+        shot = driver.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "clip": clip})
+    finally:
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    path.write_bytes(base64.b64decode(shot["data"]))
+
+
+def page_text(driver) -> str:
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.TAG_NAME, "body").text
+
+
+def experiment_page(driver, base: str, experiment_pk: int, path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    open_page(driver, f"{base}/admin/assignments/experiment/{experiment_pk}/change/")
+    save_full_page(driver, path)
+    if not driver.find_elements(By.CSS_SELECTOR, "#content svg"):
+        raise PageProblem("the experiment page has no SVG chart (no health panel?)")
+
+
+def split_input(driver):
+    """The first variant's split input: `variants-0-split` by Django's inline-formset naming, whatever the prefix."""
+    from selenium.webdriver.common.by import By
+
+    inputs = driver.find_elements(By.NAME, "variants-0-split") or driver.find_elements(
+        By.CSS_SELECTOR, "input[name$='-0-split']"
+    )
+    if not inputs:
+        raise PageProblem("the experiment change form has no editable split input (read-only page?)")
+    return inputs[0]
+
+
+def rejected_split(driver, base: str, experiment_pk: int, path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    open_page(driver, f"{base}/admin/assignments/experiment/{experiment_pk}/change/")
+    field = split_input(driver)
+    field.clear()
+    field.send_keys("0.7")
+    save = driver.find_elements(By.CSS_SELECTOR, "input[name=_save], button[name=_save]")
+    if not save:
+        raise PageProblem("the experiment change form has no Save button")
+    old_page = driver.find_element(By.TAG_NAME, "html")
+    save[0].click()
+    _wait_for_new_page(driver, old_page)
+    save_full_page(driver, path)
+    errors = driver.find_elements(By.CSS_SELECTOR, ".errornote, .errorlist")
+    if not errors:
+        raise PageProblem(f"saving splits that sum to 1.2 showed no error (now at {driver.current_url})")
+
+
+def _wait_for_new_page(driver, old_page) -> None:
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def replaced(_driver) -> bool:
+        try:
+            old_page.tag_name  # noqa: B018
+        except StaleElementReferenceException:
+            return True
+        return False
+
+    WebDriverWait(driver, 20).until(replaced)
+    WebDriverWait(driver, 20).until(lambda d: d.execute_script("return document.readyState") == "complete")
+
+
+def subject_lookup(driver, base: str, path: Path) -> None:
+    open_page(driver, f"{base}/admin/assignments/assignment/lookup/?subject_type=user&subject_id={LOOKUP_USER}&depth=2")
+    save_full_page(driver, path)
+    text = page_text(driver)
+    missing = [wanted for wanted in (LOOKUP_USER, "cookie-7f3a", "user-0002", EXPERIMENT) if wanted not in text]
+    if missing:
+        raise PageProblem(f"the subject lookup does not show {', '.join(missing)}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", type=Path, default=REPO / "docs" / "screenshots", help="where the PNGs go")
+    args = parser.parse_args()
+    for binary in (CHROMIUM, CHROMEDRIVER):
+        if not os.access(binary, os.X_OK):
+            print(f"{binary} is missing: run scripts/screenshots, which installs it", file=sys.stderr)
+            return 1
+
+    (REPO / "var").mkdir(exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix="screenshots-", dir=REPO / "var"))
+    shots = workdir / "png"
+    shots.mkdir()
+    server = driver = None
+    problems: list[str] = []
+    try:
+        configure_environment(workdir)
+        password = secrets.token_urlsafe(16)
+        print("== seeding a throwaway database", flush=True)
+        experiment_pk, per_day = seed(password)
+        print("   assignments per day: " + ", ".join(f"{day[5:]}={count}" for day, count in per_day), flush=True)
+        port = free_port()
+        print(f"== starting the server on 127.0.0.1:{port}", flush=True)
+        server = start_server(workdir, port)
+        base = f"http://127.0.0.1:{port}"
+        print("== taking screenshots with headless Chromium", flush=True)
+        driver = start_browser(workdir)
+        log_in(driver, base, password)
+        pages = [
+            ("experiment-page.png", lambda path: experiment_page(driver, base, experiment_pk, path)),
+            ("rejected-split.png", lambda path: rejected_split(driver, base, experiment_pk, path)),
+            ("subject-lookup.png", lambda path: subject_lookup(driver, base, path)),
+        ]
+        # Every page is tried even after one fails: one run reports all that is wrong.
+        for name, take in pages:
+            try:
+                take(shots / name)
+                print(f"   {name}: ok", flush=True)
+            except PageProblem as problem:
+                problems.append(f"{name}: {problem}")
+                print(f"   {name}: FAILED: {problem}", flush=True)
+    except Exception as error:
+        problems.append(f"{type(error).__name__}: {error}")
+        print(f"FAILED: {type(error).__name__}: {error}", file=sys.stderr)
+    finally:
+        if driver is not None:
+            driver.quit()
+        if server is not None:
+            stop_server(server)
+        if problems and (workdir / "server.log").exists():
+            print("== server log (last 40 lines, static files left out)", file=sys.stderr)
+            lines = (workdir / "server.log").read_text(errors="replace").splitlines()
+            lines = [line for line in lines if '"GET /static/' not in line]
+            print("\n".join(lines[-40:]), file=sys.stderr)
+        destination = REPO / "var" / "screenshots-failed" if problems else args.output
+        taken = sorted(shots.glob("*.png"))
+        if problems:
+            # Only this run's pictures: a stale one from an earlier failure would mislead.
+            shutil.rmtree(destination, ignore_errors=True)
+        if taken:
+            destination.mkdir(parents=True, exist_ok=True)
+            for png in taken:
+                shutil.copy2(png, destination / png.name)
+            print(f"== {len(taken)} screenshot(s) in {destination}", flush=True)
+        shutil.rmtree(workdir, ignore_errors=True)
+    if problems:
+        print("screenshots FAILED:\n  " + "\n  ".join(problems), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
