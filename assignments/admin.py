@@ -1,72 +1,280 @@
-"""Staff console for the configuration and its assignments.
+"""Staff console: edit the configuration, run the lifecycle, watch each experiment, look up any subject.
 
-The configuration is code (apply_resources), so its resources are read-only here:
-an edit in the admin would bypass the validation, lifecycle and cohort rules of
-services.resources_apply, and the next apply would silently undo it.
-Assignments are immutable by contract and the table grows without bound, so its
-big lists are counted by estimate and searched only by exact, case-sensitive subject ID (as
-subject IDs are compared everywhere); filtered by experiment, that lookup is
-answered by the unique index on (experiment, subject_id).
+Every edit goes through configuring.resources_apply (see forms.py), the service
+apply_resources uses, so the same rules hold and every change lands in the
+resource's history. Assignments are immutable and the table grows without
+bound: its lists are counted by estimate and searched by exact subject ID only,
+always through the unique index on (experiment, subject_id).
 """
 
 from __future__ import annotations
 
-from django.contrib import admin
-from django.db.models import Count
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
 
+from assignments.charts import daily_chart
+from assignments.configuring import Actor, experiment_transition
+from assignments.forms import ExperimentForm, LabForm, SubjectTypeForm, VariantForm, VariantFormSet
+from assignments.history import change_diff, resource_history
 from assignments.models import Assignment, Cohort, Experiment, Lab, SubjectType, Variant
-from config.admin import EstimatedCountPaginator, ExactSearchAdmin, ReadOnlyAdmin
+from assignments.reports import SRM_ALERT_P_VALUE, experiment_daily, experiment_report
+from assignments.resources import ResourceInvalid
+from assignments.subjects import LOOKUP_MAX_DEPTH, subject_lookup
+from config.admin import EstimatedCountPaginator, ExactSearchAdmin
+
+ADMIN_HISTORY_ENTRIES = 20
+
+# Target status -> (action label, past tense for messages).
+TRANSITIONS = {
+    Experiment.Status.ACTIVE: ("Start", "started"),
+    Experiment.Status.WINNER_DECLARED: ("Declare a winner", "given a winner"),
+    Experiment.Status.ENDED: ("End", "ended"),
+    Experiment.Status.ARCHIVED: ("Archive", "archived"),
+}
+
+
+class ResourceAdmin(admin.ModelAdmin):
+    """Resources are added and changed through their ResourceForm; never deleted (no YAML can delete either)."""
+
+    change_form_template = "admin/assignments/resource_change_form.html"
+    kind: str
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        # fields=[]: the form's declared fields only, never written into the model by Django.
+        form = super().get_form(request, obj, change, **{**kwargs, "fields": []})
+        form.actor = Actor.staff(request.user.get_username())
+        return form
+
+    def save_model(self, request, obj, form, change) -> None:
+        """The form's clean already applied the change; load what it stored, for the log and the redirect."""
+        obj.pk = type(obj).objects.get_ci(form.cleaned_data["key"]).pk
+        obj.refresh_from_db()
+
+    def save_related(self, request, form, formsets, change) -> None:
+        """Variants were applied with the experiment, by the same service call."""
+
+    def construct_change_message(self, request, form, formsets, add=False):
+        result = form.result
+        return f"{result.outcome} through the configuration service" if result else ""
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        obj = self.get_object(request, object_id)
+        context = {**(extra_context or {})}
+        if obj is not None:
+            context["history"] = [(change, change_diff(change)) for change in self.history(obj)]
+        return super().change_view(request, object_id, form_url, extra_context=context)
+
+    def history(self, obj) -> list:
+        return resource_history(kind=self.kind, resource_id=obj.key, limit=ADMIN_HISTORY_ENTRIES)
 
 
 @admin.register(SubjectType)
-class SubjectTypeAdmin(ReadOnlyAdmin):
+class SubjectTypeAdmin(ResourceAdmin):
+    kind = "subjecttype"
+    form = SubjectTypeForm
+    fields = ["key", "name", "description", "status"]
     list_display = ["key", "name", "status", "resource_version", "updated_at"]
     list_filter = ["status"]
     search_fields = ["key", "name"]
 
 
 @admin.register(Lab)
-class LabAdmin(ReadOnlyAdmin):
+class LabAdmin(ResourceAdmin):
+    kind = "lab"
+    form = LabForm
+    fields = ["key", "name", "description"]
     list_display = ["key", "name", "resource_version", "updated_at"]
     search_fields = ["key", "name"]
 
 
 class VariantInline(admin.TabularInline):
     model = Variant
-    fields = ["position", "key", "name", "is_control", "split"]
-    readonly_fields = fields
-    extra = 0
+    form = VariantForm
+    formset = VariantFormSet
+    fields = ["key", "name", "description", "is_control", "split", "remove"]
+    extra = 1
     can_delete = False
+    verbose_name_plural = "Variants (in configuration order; new ones go last)"
 
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
+    def get_formset(self, request, obj=None, **kwargs):
+        return super().get_formset(request, obj, **{**kwargs, "fields": []})
+
+
+def splits_table(splits: list[dict]):
+    rows = format_html_join(
+        "", "<tr><td>{}</td><td>{}</td></tr>", ((item["variant"], f"{item['split']:.4g}") for item in splits)
+    )
+    return format_html('<table class="splits"><tr><th>variant</th><th>split</th></tr>{}</table>', rows)
 
 
 class CohortInline(admin.TabularInline):
     model = Cohort
-    fields = ["number", "splits", "created_at"]
+    fields = ["number", "splits_table", "created_at"]
     readonly_fields = fields
     extra = 0
     can_delete = False
+    verbose_name_plural = "Cohorts (each change of the splits while active or later starts the next)"
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False
 
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.display(description="Splits")
+    def splits_table(self, obj: Cohort):
+        return splits_table(obj.splits)
+
+
+class WinnerForm(forms.Form):
+    """One winner per experiment, on the confirmation page of "Declare a winner"."""
+
+    def __init__(self, *args, experiments: list[Experiment], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for experiment in experiments:
+            self.fields[f"winner-{experiment.pk}"] = forms.ChoiceField(
+                label=f"Winner of {experiment.key}",
+                choices=[("", "---------")] + [(v.key, v.key) for v in experiment.variants.all()],
+            )
+
 
 @admin.register(Experiment)
-class ExperimentAdmin(ReadOnlyAdmin):
+class ExperimentAdmin(ResourceAdmin):
+    kind = "experiment"
+    form = ExperimentForm
+    fieldsets = [
+        (None, {"fields": ["key", "name", "description", "status", "lab", "subject_type", "hypothesis"]}),
+        ("Assignment", {"fields": ["salt", "winning_variant"]}),
+    ]
     list_display = ["key", "name", "status", "lab", "subject_type", "resource_version", "updated_at"]
     list_filter = ["status", "lab", "subject_type"]
     list_select_related = ["lab", "subject_type"]
     search_fields = ["key", "name"]
     inlines = [VariantInline, CohortInline]
-    readonly_fields = ["assignments_per_variant"]
+    actions = ["start", "declare_winner", "end", "archive"]
 
-    @admin.display(description="Assignments per variant")
-    def assignments_per_variant(self, obj: Experiment) -> str:
-        # Explicit order: Meta.ordering does not apply to a GROUP BY query.
-        counts = obj.variants.annotate(total=Count("assignments")).order_by("position").values_list("key", "total")
-        return ", ".join(f"{key}: {total}" for key, total in counts) or "none"
+    def get_urls(self):
+        return [
+            path(
+                "<path:object_id>/transition/<str:status>/",
+                self.admin_site.admin_view(self.transition_view),
+                name="assignments_experiment_transition",
+            ),
+            *super().get_urls(),
+        ]
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        obj = self.get_object(request, object_id)
+        context = {**(extra_context or {})}
+        if obj is not None:
+            report = experiment_report(obj)
+            daily = experiment_daily(obj)
+            context.update(
+                report=report,
+                srm_alert=SRM_ALERT_P_VALUE,
+                daily=daily,
+                daily_rows=list(zip(daily.days, zip(*daily.counts.values(), strict=True), strict=True)),
+                chart=daily_chart(daily.days, daily.counts, title=f"New assignments per day (UTC) in {obj.key}"),
+                transitions=[
+                    (reverse("admin:assignments_experiment_transition", args=[obj.pk, status]), label)
+                    for status, (label, _) in TRANSITIONS.items()
+                    if obj.can_move_to(status) and status != obj.status
+                ],
+            )
+        return super().change_view(request, object_id, form_url, extra_context=context)
+
+    def transition_view(self, request: HttpRequest, object_id: str, status: str) -> HttpResponse:
+        if status not in TRANSITIONS:
+            raise PermissionDenied
+        experiment = get_object_or_404(Experiment, pk=object_id)
+        if not self.has_change_permission(request, experiment):
+            raise PermissionDenied
+        change_url = reverse("admin:assignments_experiment_change", args=[experiment.pk])
+        confirmation = self._transition(request, [experiment], status)
+        return HttpResponseRedirect(change_url) if confirmation is None else confirmation
+
+    def _transition(self, request: HttpRequest, experiments: list[Experiment], status: str) -> HttpResponse | None:
+        """The confirmation page, or (once confirmed) each experiment moved, with a message per experiment.
+
+        Returns None when done, for the caller to redirect.
+        """
+        label, past = TRANSITIONS[status]
+        winners = WinnerForm(
+            request.POST if "confirm" in request.POST else None,
+            experiments=experiments if status == Experiment.Status.WINNER_DECLARED else [],
+        )
+        if "confirm" not in request.POST or not winners.is_valid():
+            return TemplateResponse(
+                request,
+                "admin/assignments/experiment/transition_confirmation.html",
+                {
+                    **self.admin_site.each_context(request),
+                    "opts": self.model._meta,
+                    "title": f"{label}: are you sure?",
+                    "label": label,
+                    "status": status,
+                    "experiments": experiments,
+                    "winners": winners,
+                    "action": request.POST.get("action", ""),
+                },
+            )
+        actor = Actor.staff(request.user.get_username())
+        for experiment in experiments:
+            winner = winners.cleaned_data.get(f"winner-{experiment.pk}")
+            try:
+                result = experiment_transition(
+                    experiment=experiment, status=status, actor=actor, winning_variant=winner
+                )
+            except ResourceInvalid as exc:
+                reasons = "; ".join(problem.message for problem in exc.problems)
+                self.message_user(request, f"{experiment.key} was not {past}: {reasons}.", messages.ERROR)
+                continue
+            if result.outcome == "unchanged":
+                self.message_user(request, f"{experiment.key} is already {status}.", messages.WARNING)
+            else:
+                self.message_user(request, f"{experiment.key} was {past}.", messages.SUCCESS)
+        return None
+
+    def _action(self, request: HttpRequest, queryset: QuerySet, status: str) -> HttpResponse | None:
+        return self._transition(request, list(queryset.order_by("key")), status)
+
+    @admin.action(description="Start the selected experiments", permissions=["change"])
+    def start(self, request, queryset):
+        return self._action(request, queryset, Experiment.Status.ACTIVE)
+
+    @admin.action(description="Declare a winner of the selected experiments", permissions=["change"])
+    def declare_winner(self, request, queryset):
+        return self._action(request, queryset, Experiment.Status.WINNER_DECLARED)
+
+    @admin.action(description="End the selected experiments", permissions=["change"])
+    def end(self, request, queryset):
+        return self._action(request, queryset, Experiment.Status.ENDED)
+
+    @admin.action(description="Archive the selected experiments", permissions=["change"])
+    def archive(self, request, queryset):
+        return self._action(request, queryset, Experiment.Status.ARCHIVED)
+
+
+class SubjectLookupForm(forms.Form):
+    subject_type = forms.ModelChoiceField(SubjectType.objects.order_by("key"), to_field_name="key")
+    subject_id = forms.CharField(label="Subject ID", max_length=256, strip=False, help_text="Exact, case-sensitive.")
+    depth = forms.IntegerField(
+        min_value=1,
+        max_value=LOOKUP_MAX_DEPTH,
+        initial=2,
+        required=False,
+        help_text="How many links away to follow the identifier links.",
+    )
 
 
 @admin.register(Assignment)
@@ -77,7 +285,48 @@ class AssignmentAdmin(ExactSearchAdmin):
     raw_id_fields = ["experiment", "variant"]
     search_fields = ["subject_id"]
     exact_search_fields = ("subject_id",)
-    search_help_text = "Exact subject ID (case-sensitive); pick an experiment first on big tables."
+    search_help_text = "Exact subject ID (case-sensitive)."
     show_full_result_count = False
     paginator = EstimatedCountPaginator
     ordering = ["-id"]
+    change_list_template = "admin/assignments/lookup_link_change_list.html"
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("experiment", "variant")
+
+    def get_search_results(self, request, queryset, search_term):
+        queryset, duplicates = super().get_search_results(request, queryset, search_term)
+        if search_term:
+            # No index leads with subject_id: naming every experiment lets the unique index on
+            # (experiment, subject_id) answer with one probe per experiment instead of a table scan.
+            queryset = queryset.filter(experiment__in=list(Experiment.objects.values_list("pk", flat=True)))
+        return queryset, duplicates
+
+    def get_urls(self):
+        return [
+            path("lookup/", self.admin_site.admin_view(self.lookup_view), name="assignments_subject_lookup"),
+            *super().get_urls(),
+        ]
+
+    def lookup_view(self, request: HttpRequest) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        form = SubjectLookupForm(request.GET if "subject_id" in request.GET else None)
+        lookup = None
+        if form.is_valid():
+            lookup = subject_lookup(
+                subject_type=form.cleaned_data["subject_type"],
+                subject_id=form.cleaned_data["subject_id"],
+                depth=form.cleaned_data["depth"] or 2,
+            )
+        return TemplateResponse(
+            request,
+            "admin/assignments/subject_lookup.html",
+            {
+                **self.admin_site.each_context(request),
+                "opts": self.model._meta,
+                "title": "Subject lookup",
+                "form": form,
+                "lookup": lookup,
+            },
+        )

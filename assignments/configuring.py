@@ -78,10 +78,8 @@ class ApplyResult:
 
 
 def _get_ci(model, key: str, *, for_update: bool = False):
-    queryset = model.objects.alias(lkey=Lower("key")).filter(lkey=key.lower())
-    if for_update:
-        queryset = queryset.select_for_update()
-    return queryset.first()
+    queryset = model.objects.select_for_update() if for_update else model.objects.all()
+    return queryset.get_ci(key)
 
 
 def _save_fields(instance, values: dict[str, Any]) -> bool:

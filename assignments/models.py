@@ -26,6 +26,14 @@ def is_resource_id(value: str) -> bool:
 DEFAULT_LAB_ID = "default"
 
 
+class ResourceQuerySet(models.QuerySet):
+    def get_ci(self, key: str):
+        """The resource whose ID is `key` ignoring case, or None (also for a malformed ID)."""
+        if not is_resource_id(key):
+            return None
+        return self.alias(lkey=Lower("key")).filter(lkey=key.lower()).first()
+
+
 class ResourceModel(models.Model):
     """Fields every configuration resource has (CONTRACT.md section 4).
 
@@ -39,6 +47,8 @@ class ResourceModel(models.Model):
     resource_version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    objects = ResourceQuerySet.as_manager()
 
     class Meta:
         abstract = True
@@ -163,7 +173,8 @@ class Assignment(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.subject_id} -> {self.variant_id}"
+        # Reads both relations: querysets that show assignments select_related them.
+        return f"{self.subject_id} in {self.experiment.key}: {self.variant.key}"
 
 
 class AssignmentCount(models.Model):

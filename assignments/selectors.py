@@ -5,10 +5,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from django.db.models.functions import Lower
-
 from assignments.hashing import Allocation
-from assignments.models import Cohort, Experiment, Variant, is_resource_id
+from assignments.models import Cohort, Experiment, Variant
 
 MAX_CACHED_EXPERIMENTS = 10_000
 
@@ -38,9 +36,7 @@ class ExperimentState:
 
 
 def experiment_get_ci(*, experiment_id: str) -> Experiment | None:
-    if not is_resource_id(experiment_id):
-        return None
-    return Experiment.objects.alias(lkey=Lower("key")).filter(lkey=experiment_id.lower()).first()
+    return Experiment.objects.get_ci(experiment_id)
 
 
 def experiment_version_get(*, experiment_pk: int) -> int | None:

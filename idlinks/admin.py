@@ -24,6 +24,7 @@ class IdentifierLinkAdmin(ExactSearchAdmin):
     ordering = ["-pk"]
     paginator = EstimatedCountPaginator
     show_full_result_count = False
+    change_list_template = "admin/assignments/lookup_link_change_list.html"
     fields = ["subject_type_a", "subject_id_a", "subject_type_b", "subject_id_b", "created_at", "connected_identifiers"]
     readonly_fields = ["connected_identifiers"]
 

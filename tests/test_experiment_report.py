@@ -13,8 +13,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from assignments.assigning import assign_subjects
-from assignments.management.commands.experiment_report import Command
 from assignments.models import Assignment, Experiment, Variant
+from assignments.reports import experiment_report
 from tests.conftest import apply_yaml
 from tests.factories import ExperimentFactory
 from tests.server import PROJECT_DIR, database_url_for_tests
@@ -256,7 +256,7 @@ def test_report__unknown_experiment__command_error(db):
     assert stdout.getvalue() == ""
 
 
-def test_report_build__many_cohorts_and_variants__three_queries(demo_config, django_assert_num_queries):
+def test_experiment_report__many_cohorts_and_variants__three_queries(demo_config, django_assert_num_queries):
     # Given four cohorts, three of them with three variants, and assignments in two
     apply_yaml(experiment_yaml([("control", 0.4), ("green", 0.4), ("blue", 0.2)]))
     later_splits = [
@@ -268,9 +268,9 @@ def test_report_build__many_cohorts_and_variants__three_queries(demo_config, dja
         apply_yaml(experiment_yaml(splits))
     experiment = Experiment.objects.get(key="checkout-button")
 
-    # Then the report costs one GROUP BY over the assignments, one read of variants and one of cohorts
+    # Then the report costs one GROUP BY over the kept counts, one read of variants and one of cohorts
     with django_assert_num_queries(3):
-        built = Command().report_build(experiment)
+        built = experiment_report(experiment)
     assert [cohort.number for cohort in built.cohorts] == [1, 2, 3, 4]
     assert built.assignments == 60
 

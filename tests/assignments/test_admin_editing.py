@@ -1,0 +1,287 @@
+"""Staff edit the configuration in the admin: through the apply service, with its rules, into the history."""
+
+from __future__ import annotations
+
+import html
+import io
+
+import pytest
+import yaml
+from django.contrib.auth.models import User
+from django.core.management import call_command
+
+from assignments.models import Cohort, Experiment, Lab, ResourceChange, SubjectType, Variant
+from assignments.resources import resource_document
+from tests.browser import form_fields
+from tests.conftest import apply_yaml
+from tests.factories import AssignmentFactory
+
+EXPERIMENT_YAML = """
+schemaVersion: 1
+kind: subjecttype
+metadata: {{id: user}}
+---
+schemaVersion: 1
+kind: subjecttype
+metadata: {{id: device}}
+---
+schemaVersion: 1
+kind: experiment
+metadata: {{id: {key}, status: active}}
+spec:
+  subjectType: user
+  hypothesis: Green sells more
+  variants:
+    - {{id: control, control: true, split: 0.5}}
+    - {{id: green, split: 0.5}}
+"""
+
+
+@pytest.fixture
+def staff(db) -> User:
+    return User.objects.create_superuser("alice", "alice@example.com", "pw")
+
+
+@pytest.fixture
+def staff_client(client, staff):
+    client.force_login(staff)
+    return client
+
+
+@pytest.fixture
+def checkout(db) -> Experiment:
+    apply_yaml(EXPERIMENT_YAML.format(key="checkout"))
+    return Experiment.objects.get(key="checkout")
+
+
+def change_url(obj) -> str:
+    return f"/admin/assignments/{obj._meta.model_name}/{obj.pk}/change/"
+
+
+def edit(client, obj, **changes: str):
+    """Open the change page as a browser would, change some fields, and submit."""
+    page = client.get(change_url(obj))
+    assert page.status_code == 200
+    data = form_fields(page.content.decode(), form_id=f"{obj._meta.model_name}_form")
+    for name, value in changes.items():
+        name = name.replace("__", "-")
+        if value is None:
+            data.pop(name, None)
+        else:
+            data[name] = value
+    return client.post(change_url(obj), data)
+
+
+def errors_of(response) -> list:
+    """The form errors of a re-rendered admin page, for assertion messages."""
+    context = response.context
+    formsets = [inline.formset for inline in context["inline_admin_formsets"]]
+    return [
+        context["adminform"].form.errors,
+        *(formset.non_form_errors() for formset in formsets),
+        *(form.errors for formset in formsets for form in formset.forms),
+    ]
+
+
+def stored(experiment: Experiment) -> tuple:
+    experiment = Experiment.objects.get(pk=experiment.pk)
+    return (
+        resource_document(experiment),
+        list(Cohort.objects.filter(experiment=experiment).values_list("number", "splits")),
+        ResourceChange.objects.count(),
+    )
+
+
+def test_admin_edit__split_change_while_active__new_cohort_and_history_entry_by_staff(staff_client, checkout):
+    # When staff move the split to 30/70 in the admin
+    response = edit(staff_client, checkout, variants__0__split="0.3", variants__1__split="0.7")
+
+    # Then it is saved, as the next cohort, with a history entry naming them
+    assert response.status_code == 302, errors_of(response)
+    checkout.refresh_from_db()
+    assert checkout.resource_version == 2
+    assert list(Cohort.objects.filter(experiment=checkout).values_list("number", flat=True)) == [1, 2]
+    change = ResourceChange.objects.filter(kind="experiment").latest("resource_version")
+    assert (change.actor, change.channel, change.resource_version) == ("alice", "admin", 2)
+    assert change.before["spec"]["variants"][0]["split"] == 0.5
+    assert change.after["spec"]["variants"][0]["split"] == 0.3
+
+
+def test_admin_edit__same_change_as_yaml__identical_stored_results(staff_client, db):
+    # Given two identical experiments
+    apply_yaml(EXPERIMENT_YAML.format(key="by-admin"))
+    apply_yaml(EXPERIMENT_YAML.format(key="by-yaml"))
+    by_admin, by_yaml = Experiment.objects.get(key="by-admin"), Experiment.objects.get(key="by-yaml")
+
+    # When one gets a third variant and a new name in the admin, the other the same change in YAML
+    response = edit(
+        staff_client,
+        by_admin,
+        name="Button colour",
+        variants__0__split="0.4",
+        variants__1__split="0.3",
+        variants__2__key="blue",
+        variants__2__split="0.3",
+    )
+    assert response.status_code == 302, errors_of(response)
+    apply_yaml(
+        EXPERIMENT_YAML.format(key="by-yaml")
+        .replace(
+            "metadata: {id: by-yaml, status: active}", "metadata: {id: by-yaml, name: Button colour, status: active}"
+        )
+        .replace("control: true, split: 0.5", "control: true, split: 0.4")
+        .replace("{id: green, split: 0.5}", "{id: green, split: 0.3}\n    - {id: blue, split: 0.3}")
+    )
+
+    # Then both store the same document, cohorts and versions (but for their IDs)
+    def comparable(experiment: Experiment) -> tuple:
+        document, cohorts, _ = stored(experiment)
+        document["metadata"].pop("id")
+        document["spec"].pop("salt")
+        return document, cohorts
+
+    assert comparable(by_admin) == comparable(by_yaml)
+    assert [v.key for v in Variant.objects.filter(experiment=by_admin)] == ["control", "green", "blue"]
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"variants__0__split": "0.6"}, "splits must sum to 1, they sum to 1.1"),
+        ({"variants__0__split": "1.5", "variants__1__split": "-0.5"}, "must be between 0 and 1"),
+        ({"variants__1__is_control": "on"}, "exactly one variant must have control: true, found 2"),
+        ({"variants__0__is_control": None}, "exactly one variant must have control: true, found 0"),
+        ({"status": "draft"}, "cannot go back from active to draft"),
+        ({"winning_variant": "green"}, "is allowed only when status is winner_declared"),
+        ({"status": "winner_declared"}, "is required when status is winner_declared"),
+        ({"status": "winner_declared", "winning_variant": "purple"}, "names no variant of this experiment"),
+        ({"variants__1__key": "CONTROL"}, "duplicates variant"),
+        ({"variants__1__key": "bad id!"}, "must match"),
+        ({"salt": "other-salt"}, "cannot change once the experiment has assignments"),
+        ({"subject_type": "device"}, "cannot change once the experiment has assignments"),
+        (
+            {"variants__1__remove": "on", "variants__2__key": "blue", "variants__2__split": "0.5"},
+            "'green' has assignments and cannot be removed",
+        ),
+    ],
+)
+def test_admin_edit__rule_broken__error_shown_and_nothing_changed(staff_client, checkout, changes, message):
+    # Given an active experiment with an assignment to each variant
+    for variant in Variant.objects.filter(experiment=checkout):
+        AssignmentFactory(experiment=checkout, variant=variant)
+    before = stored(checkout)
+
+    # When staff submit an edit that breaks a rule
+    response = edit(staff_client, checkout, **changes)
+
+    # Then the form comes back with the rule's message, and nothing changed
+    assert response.status_code == 200
+    assert message in html.unescape(response.content.decode()), errors_of(response)
+    assert stored(checkout) == before
+
+
+def test_admin_edit__broken_rule__error_is_on_the_field(staff_client, checkout):
+    backwards = edit(staff_client, checkout, status="draft")
+    response = edit(staff_client, checkout, variants__1__split="2", variants__0__split="-1")
+
+    assert backwards.context["adminform"].form.errors["status"] == ["cannot go back from active to draft"]
+    variant_forms = response.context["inline_admin_formsets"][0].formset.forms
+    assert variant_forms[0].errors["split"] == ["must be between 0 and 1"]
+    assert variant_forms[1].errors["split"] == ["must be between 0 and 1"]
+
+
+def test_admin_edit__unchanged_submit__no_history_entry(staff_client, checkout):
+    before = stored(checkout)
+
+    response = edit(staff_client, checkout)
+
+    assert response.status_code == 302
+    assert stored(checkout) == before
+
+
+def test_admin_add__experiment_with_variants__created_with_cohort_1_and_history(staff_client, checkout):
+    page = staff_client.get("/admin/assignments/experiment/add/")
+    data = form_fields(page.content.decode(), form_id="experiment_form")
+    data.update(
+        {
+            "key": "Pricing",
+            "status": "active",
+            "subject_type": "user",
+            "variants-0-key": "control",
+            "variants-0-is_control": "on",
+            "variants-0-split": "0.5",
+            "variants-TOTAL_FORMS": "2",
+            "variants-1-key": "cheaper",
+            "variants-1-split": "0.5",
+        }
+    )
+
+    response = staff_client.post("/admin/assignments/experiment/add/", data)
+
+    assert response.status_code == 302, errors_of(response)
+    pricing = Experiment.objects.get(key="Pricing")
+    assert (pricing.name, pricing.salt, pricing.lab.key, pricing.status) == ("Pricing", "pricing", "default", "active")
+    assert Cohort.objects.get(experiment=pricing).splits == [
+        {"variant": "control", "split": 0.5},
+        {"variant": "cheaper", "split": 0.5},
+    ]
+    change = ResourceChange.objects.get(kind="experiment", resource_id="Pricing")
+    assert (change.before, change.actor, change.resource_version) == (None, "alice", 1)
+
+
+def test_admin_add__id_taken_ignoring_case__error_on_id_and_nothing_changed(staff_client, checkout):
+    before = stored(checkout)
+    page = staff_client.get("/admin/assignments/subjecttype/add/")
+    data = {**form_fields(page.content.decode(), form_id="subjecttype_form"), "key": "USER", "name": "Users"}
+
+    response = staff_client.post("/admin/assignments/subjecttype/add/", data)
+
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors["key"] == ["a subjecttype 'user' exists (IDs ignore case)"]
+    assert SubjectType.objects.get(key="user").name == "user"
+    assert stored(checkout) == before
+
+
+def test_admin_edit__subject_type_and_lab__saved_with_history(staff_client, checkout):
+    user = SubjectType.objects.get(key="user")
+    lab = Lab.objects.get(key="default")
+
+    assert edit(staff_client, user, name="Logged-in user", status="archived").status_code == 302
+    assert edit(staff_client, lab, description="Everything else").status_code == 302
+
+    user.refresh_from_db()
+    assert (user.name, user.status, user.resource_version) == ("Logged-in user", "archived", 2)
+    assert Lab.objects.get(key="default").description == "Everything else"
+    assert ResourceChange.objects.filter(channel="admin").count() == 2
+
+
+def test_admin_change_page__id_cannot_be_renamed(staff_client, checkout):
+    response = edit(staff_client, checkout, key="renamed", name="New name")
+
+    assert response.status_code == 302
+    assert list(Experiment.objects.values_list("key", "name")) == [("checkout", "New name")]
+
+
+def test_export_after_admin_edits__applies_with_only_unchanged(staff_client, checkout, tmp_path):
+    # Given edits of every kind in the admin
+    edit(staff_client, checkout, variants__0__split="0.25", variants__1__split="0.75", hypothesis="Line one\nline two")
+    edit(staff_client, SubjectType.objects.get(key="device"), description="Phones and tablets")
+
+    # When the configuration is exported and applied again
+    exported = io.StringIO()
+    call_command("export_resources", stdout=exported)
+    path = tmp_path / "export.yaml"
+    path.write_text(exported.getvalue(), encoding="utf-8")
+    applied = io.StringIO()
+    call_command("apply_resources", str(path), stdout=applied)
+
+    # Then every resource is unchanged
+    lines = applied.getvalue().splitlines()
+    assert lines and all(line.endswith(": unchanged") for line in lines), lines
+    assert len(list(yaml.safe_load_all(exported.getvalue()))) == len(lines)
+
+
+def test_admin__delete__not_offered_for_configuration(staff_client, checkout):
+    response = staff_client.get(f"/admin/assignments/experiment/{checkout.pk}/delete/")
+
+    assert response.status_code == 403

@@ -1,0 +1,364 @@
+"""The staff console's pages: lifecycle actions, experiment health, subject lookup, the big lists."""
+
+from __future__ import annotations
+
+import html
+import re
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from assignments.models import Assignment, Experiment, ResourceChange, SubjectType, Variant
+from assignments.reports import experiment_report
+from tests.conftest import apply_yaml
+from tests.factories import AssignmentFactory, ExperimentFactory, IdentifierLinkFactory
+
+CONFIG = """
+schemaVersion: 1
+kind: subjecttype
+metadata: {id: user}
+---
+schemaVersion: 1
+kind: subjecttype
+metadata: {id: cookie}
+---
+schemaVersion: 1
+kind: experiment
+metadata: {id: checkout, status: active}
+spec:
+  subjectType: user
+  variants:
+    - {id: control, control: true, split: 0.5}
+    - {id: green, split: 0.5}
+---
+schemaVersion: 1
+kind: experiment
+metadata: {id: banner, status: active}
+spec:
+  subjectType: cookie
+  variants:
+    - {id: control, control: true, split: 0.5}
+    - {id: wide, split: 0.5}
+---
+schemaVersion: 1
+kind: experiment
+metadata: {id: finished, status: ended}
+spec:
+  subjectType: user
+  variants:
+    - {id: control, control: true, split: 0.5}
+    - {id: green, split: 0.5}
+"""
+
+
+@pytest.fixture
+def staff_client(client, db):
+    client.force_login(User.objects.create_superuser("alice", "alice@example.com", "pw"))
+    return client
+
+
+@pytest.fixture
+def configured(db) -> dict[str, Experiment]:
+    apply_yaml(CONFIG)
+    return {experiment.key: experiment for experiment in Experiment.objects.all()}
+
+
+def text_of(response) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", " ", response.content.decode()))
+
+
+def messages_of(response) -> list[str]:
+    return [str(message) for message in response.context["messages"]]
+
+
+def variant(experiment: Experiment, key: str = "green") -> Variant:
+    return Variant.objects.get(experiment=experiment, key=key)
+
+
+def assign(experiment: Experiment, variant_key: str, count: int, *, days_ago: int = 0, prefix: str = "s") -> None:
+    variant = Variant.objects.get(experiment=experiment, key=variant_key)
+    created = timezone.now() - timedelta(days=days_ago)
+    Assignment.objects.bulk_create(
+        Assignment(
+            experiment=experiment,
+            subject_id=f"{prefix}-{variant_key}-{days_ago}-{n}",
+            variant=variant,
+            cohort=1,
+            created_at=created,
+        )
+        for n in range(count)
+    )
+
+
+# Lifecycle actions
+
+
+def test_list_action_start__confirmed__experiment_active_with_history(staff_client, configured):
+    draft = ExperimentFactory(key="new-one", status=Experiment.Status.DRAFT)
+    data = {"action": "start", "_selected_action": [draft.pk]}
+
+    # When staff pick "start": a confirmation page first, nothing changed yet
+    confirmation = staff_client.post("/admin/assignments/experiment/", data)
+    assert confirmation.status_code == 200
+    assert 'value="Yes, start"' in confirmation.content.decode()
+    assert Experiment.objects.get(pk=draft.pk).status == "draft"
+
+    # When they confirm
+    done = staff_client.post("/admin/assignments/experiment/", {**data, "confirm": "yes"}, follow=True)
+
+    # Then it is active, recorded as their change, and they are told
+    assert Experiment.objects.get(pk=draft.pk).status == "active"
+    assert "new-one was started." in messages_of(done)
+    change = ResourceChange.objects.get(kind="experiment", resource_id="new-one")
+    assert (change.actor, change.channel, change.after["metadata"]["status"]) == ("alice", "admin", "active")
+
+
+def test_list_action_start__ended_experiment__refused_with_reason_and_nothing_changed(staff_client, configured):
+    finished = configured["finished"]
+    history = ResourceChange.objects.count()
+
+    done = staff_client.post(
+        "/admin/assignments/experiment/",
+        {"action": "start", "_selected_action": [finished.pk], "confirm": "yes"},
+        follow=True,
+    )
+
+    assert "finished was not started: cannot go back from ended to active." in messages_of(done)
+    assert Experiment.objects.get(pk=finished.pk).status == "ended"
+    assert ResourceChange.objects.count() == history
+
+
+def test_list_action_end__several__each_reported(staff_client, configured):
+    done = staff_client.post(
+        "/admin/assignments/experiment/",
+        {
+            "action": "end",
+            "_selected_action": [configured["checkout"].pk, configured["finished"].pk],
+            "confirm": "yes",
+        },
+        follow=True,
+    )
+
+    assert messages_of(done) == ["checkout was ended.", "finished is already ended."]
+    assert Experiment.objects.get(key="checkout").status == "ended"
+
+
+def test_page_declare_winner__variant_picked__winner_declared_and_served(staff_client, configured, api):
+    checkout = configured["checkout"]
+    url = f"/admin/assignments/experiment/{checkout.pk}/transition/winner_declared/"
+
+    # The page offers the transition, and its confirmation asks for the winner
+    page = staff_client.get(f"/admin/assignments/experiment/{checkout.pk}/change/")
+    assert url in page.content.decode()
+    confirmation = staff_client.get(url)
+    assert f'name="winner-{checkout.pk}"' in confirmation.content.decode()
+
+    # Confirming without a winner is asked again, changing nothing
+    assert staff_client.post(url, {"confirm": "yes"}).status_code == 200
+    assert Experiment.objects.get(pk=checkout.pk).status == "active"
+
+    # With a winner, it is declared and the API serves it to everyone
+    done = staff_client.post(url, {"confirm": "yes", f"winner-{checkout.pk}": "green"}, follow=True)
+    checkout.refresh_from_db()
+    assert (checkout.status, checkout.winning_variant.key) == ("winner_declared", "green")
+    assert "checkout was given a winner." in messages_of(done)
+    response = api.post("/experiment-assignments", {"experiment_id": "checkout", "subject_ids": ["anyone"]})
+    assert response.json() == {"assignments": {"anyone": "green"}}
+
+
+def test_page_transition__archive_then_back__refused_with_message(staff_client, configured):
+    finished = configured["finished"]
+    base = f"/admin/assignments/experiment/{finished.pk}/transition"
+
+    staff_client.post(f"{base}/archived/", {"confirm": "yes"})
+    refused = staff_client.post(f"{base}/ended/", {"confirm": "yes"}, follow=True)
+
+    assert Experiment.objects.get(pk=finished.pk).status == "archived"
+    assert messages_of(refused)[-1] == "finished was not ended: cannot go back from archived to ended."
+
+
+def test_page_transition__unknown_status__forbidden(staff_client, configured):
+    response = staff_client.post(f"/admin/assignments/experiment/{configured['checkout'].pk}/transition/draft/")
+
+    assert response.status_code == 403
+
+
+# Experiment health
+
+
+def test_experiment_page__health__counts_shares_p_value_and_chart(staff_client, configured):
+    # Given a balanced split over three days
+    checkout = configured["checkout"]
+    for days_ago in range(3):
+        assign(checkout, "control", 50, days_ago=days_ago)
+        assign(checkout, "green", 50, days_ago=days_ago)
+
+    page = staff_client.get(f"/admin/assignments/experiment/{checkout.pk}/change/")
+
+    # Then the panel shows experiment_report's numbers, no mismatch, and a chart with a line per variant
+    text = text_of(page)
+    report = experiment_report(checkout)
+    assert report.assignments == 300
+    assert "Health: 300 assignments" in text
+    assert f"p = {report.cohorts[0].test.p_value:.3g}" in text
+    assert "no mismatch" in text and 'class="srm-ok"' in page.content.decode()
+    svg = re.search(r"<svg[^>]*role=\"img\".*?</svg>", page.content.decode(), re.S).group(0)
+    assert svg.count("<polyline") == 2
+    assert "control, " in svg and "green, " in svg
+    assert 'stroke-dasharray="8 4"' in svg  # told apart by pattern, not colour alone
+
+
+def test_experiment_page__skewed_split__mismatch_flagged(staff_client, configured):
+    checkout = configured["checkout"]
+    assign(checkout, "control", 700)
+    assign(checkout, "green", 300)
+
+    page = staff_client.get(f"/admin/assignments/experiment/{checkout.pk}/change/")
+
+    assert 'class="srm-alert"' in page.content.decode()
+    assert "mismatch: the observed split is unlikely" in text_of(page)
+
+
+def test_experiment_page__queries__do_not_grow_with_assignments(staff_client, configured):
+    checkout = configured["checkout"]
+    url = f"/admin/assignments/experiment/{checkout.pk}/change/"
+    assign(checkout, "control", 10)
+    with CaptureQueriesContext(connection) as few:
+        staff_client.get(url)
+    for days_ago in range(1, 30):
+        assign(checkout, "green", 40, days_ago=days_ago)
+    with CaptureQueriesContext(connection) as many:
+        staff_client.get(url)
+
+    assert len(many) == len(few)
+    assert not any('FROM "assignments_assignment"' in query["sql"] for query in many.captured_queries)
+
+
+def test_counts__insert_delete_update__match_the_assignments(configured):
+    # The triggers keep assignments_assignmentcount equal to counting the rows
+    checkout = configured["checkout"]
+    assign(checkout, "control", 30, days_ago=1)
+    assign(checkout, "green", 20)
+    Assignment.objects.filter(subject_id__startswith="s-control-1-1").delete()
+    green = Variant.objects.get(experiment=checkout, key="green")
+    Assignment.objects.filter(subject_id__in=["s-control-1-2", "s-control-1-3"]).update(variant=green)
+
+    report = experiment_report(checkout)
+
+    counted = {
+        variant: Assignment.objects.filter(experiment=checkout, variant__key=variant).count()
+        for variant in ("control", "green")
+    }
+    assert {line.variant_id: line.assignments for line in report.cohorts[0].variants} == counted
+    assert counted == {"control": 30 - 11 - 2, "green": 22}
+
+
+def test_cohorts__shown_as_a_table(staff_client, configured):
+    page = staff_client.get(f"/admin/assignments/experiment/{configured['checkout'].pk}/change/")
+
+    assert '<table class="splits"><tr><th>variant</th><th>split</th></tr><tr><td>control</td><td>0.5</td>' in (
+        page.content.decode()
+    )
+
+
+def test_resource_page__history__newest_first_with_diff(staff_client, configured):
+    apply_yaml(CONFIG.replace("{id: green, split: 0.5}", "{id: green, split: 0.5, name: Green}"))
+
+    page = staff_client.get(f"/admin/assignments/experiment/{configured['checkout'].pk}/change/")
+
+    text = text_of(page)
+    assert text.index("version 2") < text.index("version 1")
+    assert "+    name: Green" in text
+
+
+# Subject lookup
+
+
+def test_subject_lookup__assignments_and_linked_identifiers_with_theirs(staff_client, configured):
+    # Given user u-1 in checkout, linked to cookie c-1 (in banner) and, through it, to cookie c-2
+    user, cookie = SubjectType.objects.get(key="user"), SubjectType.objects.get(key="cookie")
+    a = AssignmentFactory(experiment=configured["checkout"], subject_id="u-1", variant=variant(configured["checkout"]))
+    b = AssignmentFactory(experiment=configured["banner"], subject_id="c-1")
+    AssignmentFactory(experiment=configured["checkout"], subject_id="U-1")  # another subject: IDs are case-sensitive
+    IdentifierLinkFactory(subject_type_a=user, subject_id_a="u-1", subject_type_b=cookie, subject_id_b="c-1")
+    IdentifierLinkFactory(subject_type_a=cookie, subject_id_a="c-1", subject_type_b=cookie, subject_id_b="c-2")
+
+    # When staff look up u-1
+    page = staff_client.get("/admin/assignments/assignment/lookup/", {"subject_type": "user", "subject_id": "u-1"})
+
+    # Then they see its assignment and its connected identifiers with theirs, each linking to its record
+    lookup = page.context["lookup"]
+    assert [x.pk for x in lookup.assignments] == [a.pk]
+    assert [(x.identifier.subject_id, x.identifier.distance) for x in lookup.linked] == [("c-1", 1), ("c-2", 2)]
+    assert [x.pk for x in lookup.linked[0].assignments] == [b.pk]
+    content = page.content.decode()
+    assert f"/admin/assignments/assignment/{a.pk}/change/" in content
+    assert f"/admin/assignments/assignment/{b.pk}/change/" in content
+    assert "/admin/idlinks/identifierlink/?q=c-2" in content
+
+    # And with depth 1, only the direct link
+    near = staff_client.get(
+        "/admin/assignments/assignment/lookup/", {"subject_type": "user", "subject_id": "u-1", "depth": "1"}
+    )
+    assert [x.identifier.subject_id for x in near.context["lookup"].linked] == ["c-1"]
+
+
+def test_subject_lookup__bad_depth__form_error(staff_client, configured):
+    page = staff_client.get(
+        "/admin/assignments/assignment/lookup/", {"subject_type": "user", "subject_id": "u-1", "depth": "9"}
+    )
+
+    assert page.context["lookup"] is None
+    assert "depth" in page.context["form"].errors
+
+
+def test_lists__link_to_subject_lookup(staff_client, configured):
+    for path in ("/admin/assignments/assignment/", "/admin/idlinks/identifierlink/"):
+        assert "/admin/assignments/assignment/lookup/" in staff_client.get(path).content.decode()
+
+
+# The assignment list
+
+
+def test_assignment_search__exact_subject_id__finds_only_that_subject(staff_client, configured):
+    experiment = configured["checkout"]
+    AssignmentFactory(experiment=experiment, subject_id="User-1")
+    AssignmentFactory(experiment=experiment, subject_id="user-1")
+    AssignmentFactory(experiment=experiment, subject_id="User-10")
+
+    response = staff_client.get("/admin/assignments/assignment/", {"q": "User-1"})
+
+    assert [row.subject_id for row in response.context["cl"].result_list] == ["User-1"]
+
+
+def test_assignment_list__queries__same_for_few_and_many_rows(staff_client, configured):
+    assign(configured["checkout"], "control", 3)
+    with CaptureQueriesContext(connection) as few:
+        staff_client.get("/admin/assignments/assignment/")
+    assign(configured["checkout"], "green", 80)
+    with CaptureQueriesContext(connection) as many:
+        staff_client.get("/admin/assignments/assignment/")
+
+    assert len(many) == len(few)
+
+
+def test_assignment_page__title_names_experiment_and_variant(staff_client, configured):
+    assignment = AssignmentFactory(
+        experiment=configured["checkout"], subject_id="u-9", variant=variant(configured["checkout"])
+    )
+
+    page = staff_client.get(f"/admin/assignments/assignment/{assignment.pk}/change/")
+
+    assert "u-9 in checkout: green" in text_of(page)
+
+
+def test_assignments__cannot_be_added_or_deleted_in_the_admin(staff_client, configured):
+    assignment = AssignmentFactory(experiment=configured["checkout"])
+
+    assert staff_client.get("/admin/assignments/assignment/add/").status_code == 403
+    assert staff_client.post(f"/admin/assignments/assignment/{assignment.pk}/delete/").status_code == 403
+    assert Assignment.objects.count() == 1
