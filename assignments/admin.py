@@ -23,11 +23,11 @@ from assignments.charts import daily_chart
 from assignments.configuring import Actor, experiment_transition
 from assignments.forms import ExperimentForm, LabForm, SubjectTypeForm, VariantForm, VariantFormSet
 from assignments.history import change_diff, resource_history
-from assignments.models import Assignment, Cohort, Experiment, Lab, SubjectType, Variant
+from assignments.models import Assignment, Cohort, Experiment, Lab, ResourceChange, SubjectType, Variant
 from assignments.reports import SRM_ALERT_P_VALUE, experiment_daily, experiment_report
 from assignments.resources import ResourceInvalid
 from assignments.subjects import LOOKUP_MAX_DEPTH, subject_lookup
-from config.admin import EstimatedCountPaginator, ExactSearchAdmin
+from config.admin import EstimatedCountPaginator, ExactSearchAdmin, ReadOnlyAdmin
 
 ADMIN_HISTORY_ENTRIES = 20
 
@@ -330,3 +330,19 @@ class AssignmentAdmin(ExactSearchAdmin):
                 "lookup": lookup,
             },
         )
+
+
+@admin.register(ResourceChange)
+class ResourceChangeAdmin(ReadOnlyAdmin):
+    """Every recorded change of the configuration, across resources: who changed what, and when."""
+
+    list_display = ["changed_at", "kind", "resource_id", "resource_version", "actor", "channel"]
+    list_filter = ["kind", "channel"]
+    search_fields = ["resource_id", "actor"]
+    ordering = ["-changed_at", "-pk"]
+    fields = ["kind", "resource_id", "resource_version", "changed_at", "actor", "channel", "diff"]
+    readonly_fields = ["diff"]
+
+    @admin.display(description="Change")
+    def diff(self, obj: ResourceChange):
+        return format_html("<pre>{}</pre>", change_diff(obj))

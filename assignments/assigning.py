@@ -70,7 +70,7 @@ def _assign(experiment_id: str, subject_ids: list[str], *, bypass_cache: bool) -
 
 
 def assign_subjects(*, experiment_id: str, subject_ids: Sequence[str]) -> dict[str, str]:
-    """Each distinct subject's variant ID, in the order first sent (CONTRACT.md section 3).
+    """Each distinct subject's variant ID, in the order first sent.
 
     Active: stored assignments win; missing ones are computed (hashing.py) and
     stored. Winner declared: the winner for everyone, nothing stored.

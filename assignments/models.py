@@ -35,7 +35,7 @@ class ResourceQuerySet(models.QuerySet):
 
 
 class ResourceModel(models.Model):
-    """Fields every configuration resource has (CONTRACT.md section 4).
+    """Fields every configuration resource has.
 
     `key` is the resource ID exactly as written; uniqueness ignores case through a
     named constraint on LOWER(key) in each table.

@@ -362,3 +362,14 @@ def test_assignments__cannot_be_added_or_deleted_in_the_admin(staff_client, conf
     assert staff_client.get("/admin/assignments/assignment/add/").status_code == 403
     assert staff_client.post(f"/admin/assignments/assignment/{assignment.pk}/delete/").status_code == 403
     assert Assignment.objects.count() == 1
+
+
+def test_history_list__every_change_with_its_diff(staff_client, configured):
+    apply_yaml(CONFIG.replace("metadata: {id: banner, status: active}", "metadata: {id: banner, status: ended}"))
+    change = ResourceChange.objects.get(resource_id="banner", resource_version=2)
+
+    listing = staff_client.get("/admin/assignments/resourcechange/", {"q": "banner"})
+    page = staff_client.get(f"/admin/assignments/resourcechange/{change.pk}/change/")
+
+    assert [row.resource_version for row in listing.context["cl"].result_list] == [2, 1]
+    assert "-  status: active\n+  status: ended" in text_of(page)

@@ -8,9 +8,11 @@ import threading
 
 import pytest
 from django.db import connection
+from django.db.models import Count
 from django.test import Client
 
-from assignments.models import Assignment
+from assignments.models import Assignment, Experiment
+from assignments.reports import experiment_report
 from tests.assignments.helpers import reference_variant
 from tests.conftest import apply_yaml
 from tokens.models import Role
@@ -103,3 +105,7 @@ def test_assign__8_threads_racing_for_the_same_500_new_subjects__one_row_each_an
             assert answer == stored
         assert stored == {subject_id: reference_variant("race-exp", subject_id, SPLITS) for subject_id in subject_ids}
     assert Assignment.objects.count() == ROUNDS * SUBJECTS
+    # And the counts the triggers kept through the races (one shard per backend) equal the rows
+    report = experiment_report(Experiment.objects.get(key="race-exp"))
+    counted = dict(Assignment.objects.values_list("variant__key").annotate(total=Count("*")))
+    assert {line.variant_id: line.assignments for line in report.cohorts[0].variants} == counted

@@ -1,0 +1,108 @@
+"""Every real change of a resource is recorded; `manage.py resource_history KIND ID` prints it, newest first."""
+
+from __future__ import annotations
+
+import getpass
+import io
+import os
+import subprocess
+import sys
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from assignments.models import ResourceChange
+from assignments.resources import ResourceInvalid
+from tests.conftest import apply_yaml
+from tests.server import PROJECT_DIR, database_url_for_tests
+
+USER = "schemaVersion: 1\nkind: subjecttype\nmetadata: {id: user}\n"
+EXPERIMENT = """
+schemaVersion: 1
+kind: experiment
+metadata: {{id: checkout, status: {status}}}
+spec:
+  subjectType: user
+  variants:
+    - {{id: control, control: true, split: {split}}}
+    - {{id: green, split: {rest}}}
+"""
+
+
+def experiment(status: str = "active", split: float = 0.5) -> str:
+    return USER + "---\n" + EXPERIMENT.format(status=status, split=split, rest=round(1 - split, 6))
+
+
+def history(resource_id: str = "checkout") -> list[ResourceChange]:
+    return list(ResourceChange.objects.filter(resource_id=resource_id).order_by("resource_version"))
+
+
+def run(*args: str) -> list[str]:
+    out = io.StringIO()
+    call_command("resource_history", *args, stdout=out)
+    return out.getvalue().splitlines()
+
+
+def test_apply__creation_and_change__one_entry_each_with_documents_and_os_user(db):
+    apply_yaml(experiment())
+    apply_yaml(experiment(split=0.2))
+
+    first, second = history()
+    assert (first.resource_version, first.before, first.channel) == (1, None, "command")
+    assert first.actor == getpass.getuser()
+    assert second.resource_version == 2
+    assert second.before == first.after
+    assert [v["split"] for v in second.after["spec"]["variants"]] == [0.2, 0.8]
+    assert "resourceVersion" not in second.after["metadata"]
+
+
+def test_apply__unchanged_dry_run_or_refused__no_entry(db):
+    apply_yaml(experiment())
+
+    apply_yaml(experiment())
+    apply_yaml(experiment(split=0.3), dry_run=True)
+    with pytest.raises(ResourceInvalid):
+        apply_yaml(experiment(status="draft", split=0.3))
+
+    assert [change.resource_version for change in history()] == [1]
+
+
+def test_resource_history__newest_first_with_who_and_a_diff(db):
+    apply_yaml(experiment())
+    apply_yaml(experiment(status="ended"))
+
+    lines = run("experiment", "CHECKOUT")
+
+    versions = [line for line in lines if line.startswith("version ")]
+    assert versions[0].startswith("version 2  ") and versions[1].startswith("version 1  ")
+    assert versions[0].endswith(f"  {getpass.getuser()} (command)")
+    assert "-  status: active" in lines and "+  status: ended" in lines
+    assert "--- (none)" in lines and "+++ experiment checkout v1" in lines
+
+
+def test_resource_history__unknown_resource__fails(db):
+    with pytest.raises(CommandError, match="no recorded changes of lab 'nope'"):
+        run("lab", "nope")
+
+
+def test_resource_history__unknown_kind__fails(db):
+    with pytest.raises(CommandError):
+        run("variant", "x")
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_resource_history_process__output_on_stdout_and_exit_codes():
+    apply_yaml(USER)
+    env = {**os.environ, "DATABASE_URL": database_url_for_tests(), "SECRET_KEY": "history-tests"}
+
+    def history_of(*args: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, "manage.py", "resource_history", *args]
+        return subprocess.run(command, cwd=PROJECT_DIR, env=env, capture_output=True, timeout=60, text=True)
+
+    found, missing = history_of("subjecttype", "user"), history_of("subjecttype", "device")
+
+    assert found.returncode == 0 and found.stderr == ""
+    assert found.stdout.startswith("version 1  ")
+    assert missing.returncode == 1 and missing.stdout == ""
+    assert "no recorded changes" in missing.stderr
