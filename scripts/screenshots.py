@@ -32,6 +32,8 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 EXPERIMENT = "checkout-button"
 # The subject of the lookup screenshot: assigned, and linked through cookies to a second user.
 LOOKUP_USER = "user-0001"
+# Assigned the other variant than LOOKUP_USER (by the hash of the demo salt), so the lookup shows both.
+LINKED_USER = "user-0004"
 WIDTH = 1400
 HEIGHT = 1000
 # Beyond this a full-page capture is cut: a runaway page should not make a huge PNG.
@@ -111,10 +113,10 @@ def seed(password: str) -> tuple[int, list[tuple[str, int]]]:
         Assignment.objects.filter(experiment=experiment, subject_id__in=subject_ids).update(created_at=created_at)
         per_day.append((created_at.date().isoformat(), count))
 
-    # user-0001 - cookie-7f3a - user-0002 (depth 2), and a second cookie on user-0001.
+    # user-0001 - cookie-7f3a - user-0004 (depth 2), and a second cookie on user-0001.
     links = [
         (("user", LOOKUP_USER), ("cookie", "cookie-7f3a")),
-        (("cookie", "cookie-7f3a"), ("user", "user-0002")),
+        (("cookie", "cookie-7f3a"), ("user", LINKED_USER)),
         (("user", LOOKUP_USER), ("cookie", "cookie-b91c")),
     ]
     for first, second in links:
@@ -219,12 +221,23 @@ def log_in(driver, base: str, password: str) -> None:
         raise PageProblem(f"logging in failed: still at {driver.current_url}")
 
 
-def save_full_page(driver, path: Path) -> None:
+def _document_box(driver, selector: str) -> dict:
+    """Where the first element matching selector is, in page coordinates."""
+    return driver.execute_script(
+        "const box = document.querySelector(arguments[0]).getBoundingClientRect();"
+        "return {top: box.top + window.scrollY, bottom: box.bottom + window.scrollY};",
+        selector,
+    )
+
+
+def save_page(driver, path: Path, *, from_selector: str | None = None, to_selector: str | None = None) -> None:
     """The whole page, not just the window: the health panel sits below the first screen.
 
     The viewport itself is made as tall as the page, rather than capturing beyond it,
     so that boxes sized to the viewport (the admin's sticky nav sidebar, 100vh) reach
-    the bottom of the picture as they would on a tall screen.
+    the bottom of the picture as they would on a tall screen. With from_selector, one
+    from that element down to the end of to_selector's (else one window's height): the
+    part of a long page a reader must see.
     """
     height = HEIGHT
     # Twice: a taller viewport can change the layout, and with it the page's height.
@@ -237,7 +250,15 @@ def save_full_page(driver, path: Path) -> None:
             {"width": WIDTH, "height": height, "deviceScaleFactor": 1, "mobile": False},
         )
     try:
-        clip = {"x": 0, "y": 0, "width": WIDTH, "height": height, "scale": 1}
+        top = 0
+        if from_selector is not None:
+            first = _document_box(driver, from_selector)
+            last = _document_box(driver, to_selector) if to_selector is not None else None
+            # A little of what comes before, so the reader sees where on the page this is.
+            top = max(0, int(first["top"]) - 45)
+            bottom = int(last["bottom"]) + 20 if last is not None else top + HEIGHT
+            height = max(1, min(bottom, height) - top)
+        clip = {"x": 0, "y": top, "width": WIDTH, "height": height, "scale": 1}
         shot = driver.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "clip": clip})
     finally:
         driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
@@ -254,7 +275,7 @@ def experiment_page(driver, base: str, experiment_pk: int, path: Path) -> None:
     from selenium.webdriver.common.by import By
 
     open_page(driver, f"{base}/admin/assignments/experiment/{experiment_pk}/change/")
-    save_full_page(driver, path)
+    save_page(driver, path)
     if not driver.find_elements(By.CSS_SELECTOR, "#content svg"):
         raise PageProblem("the experiment page has no SVG chart (no health panel?)")
 
@@ -284,10 +305,19 @@ def rejected_split(driver, base: str, experiment_pk: int, path: Path) -> None:
     old_page = driver.find_element(By.TAG_NAME, "html")
     save[0].click()
     _wait_for_new_page(driver, old_page)
-    save_full_page(driver, path)
     errors = driver.find_elements(By.CSS_SELECTOR, ".errornote, .errorlist")
     if not errors:
+        save_page(driver, path)
         raise PageProblem(f"saving splits that sum to 1.2 showed no error (now at {driver.current_url})")
+    # From the form's error note down to the variants, where the reason is.
+    variants = split_input(driver).find_element(By.XPATH, "ancestor::*[contains(@class, 'inline-group')]")
+    variants_id = variants.get_attribute("id")
+    save_page(
+        driver,
+        path,
+        from_selector=".errornote, .errorlist",
+        to_selector=f"#{variants_id}" if variants_id else None,
+    )
 
 
 def _wait_for_new_page(driver, old_page) -> None:
@@ -307,9 +337,9 @@ def _wait_for_new_page(driver, old_page) -> None:
 
 def subject_lookup(driver, base: str, path: Path) -> None:
     open_page(driver, f"{base}/admin/assignments/assignment/lookup/?subject_type=user&subject_id={LOOKUP_USER}&depth=2")
-    save_full_page(driver, path)
+    save_page(driver, path)
     text = page_text(driver)
-    missing = [wanted for wanted in (LOOKUP_USER, "cookie-7f3a", "user-0002", EXPERIMENT) if wanted not in text]
+    missing = [wanted for wanted in (LOOKUP_USER, "cookie-7f3a", LINKED_USER, EXPERIMENT) if wanted not in text]
     if missing:
         raise PageProblem(f"the subject lookup does not show {', '.join(missing)}")
 
@@ -368,11 +398,11 @@ def main() -> int:
             lines = (workdir / "server.log").read_text(errors="replace").splitlines()
             lines = [line for line in lines if '"GET /static/' not in line]
             print("\n".join(lines[-40:]), file=sys.stderr)
-        destination = REPO / "var" / "screenshots-failed" if problems else args.output
+        failed = REPO / "var" / "screenshots-failed"
+        destination = failed if problems else args.output
         taken = sorted(shots.glob("*.png"))
-        if problems:
-            # Only this run's pictures: a stale one from an earlier failure would mislead.
-            shutil.rmtree(destination, ignore_errors=True)
+        # Only this run's pictures: a stale one from an earlier failure would mislead.
+        shutil.rmtree(failed, ignore_errors=True)
         if taken:
             destination.mkdir(parents=True, exist_ok=True)
             for png in taken:
