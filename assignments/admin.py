@@ -17,6 +17,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from assignments.charts import daily_chart
@@ -24,7 +25,7 @@ from assignments.configuring import Actor, experiment_transition
 from assignments.forms import ExperimentForm, LabForm, SubjectTypeForm, VariantForm, VariantFormSet
 from assignments.history import change_diff, resource_history
 from assignments.models import Assignment, Cohort, Experiment, Lab, ResourceChange, SubjectType, Variant
-from assignments.reports import SRM_ALERT_P_VALUE, experiment_daily, experiment_report
+from assignments.reports import experiment_daily, experiment_report
 from assignments.resources import ResourceInvalid
 from assignments.subjects import LOOKUP_MAX_DEPTH, subject_lookup
 from config.admin import EstimatedCountPaginator, ExactSearchAdmin, ReadOnlyAdmin
@@ -69,20 +70,20 @@ class ResourceAdmin(admin.ModelAdmin):
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         obj = self.get_object(request, object_id)
-        context = {**(extra_context or {})}
-        if obj is not None:
-            context["history"] = [(change, change_diff(change)) for change in self.history(obj)]
+        context = {**(extra_context or {}), **(self.page_context(obj) if obj is not None else {})}
         return super().change_view(request, object_id, form_url, extra_context=context)
 
-    def history(self, obj) -> list:
-        return resource_history(kind=self.kind, resource_id=obj.key, limit=ADMIN_HISTORY_ENTRIES)
+    def page_context(self, obj) -> dict:
+        """What the resource's page shows beyond its form: its history, newest first."""
+        changes = resource_history(kind=self.kind, resource_id=obj.key, limit=ADMIN_HISTORY_ENTRIES)
+        return {"history": [(change, change_diff(change)) for change in changes]}
 
 
 @admin.register(SubjectType)
 class SubjectTypeAdmin(ResourceAdmin):
     kind = "subjecttype"
     form = SubjectTypeForm
-    fields = ["key", "name", "description", "status"]
+    fields = ["key", "name", "description", "status", "resource_version"]
     list_display = ["key", "name", "status", "resource_version", "updated_at"]
     list_filter = ["status"]
     search_fields = ["key", "name"]
@@ -92,7 +93,7 @@ class SubjectTypeAdmin(ResourceAdmin):
 class LabAdmin(ResourceAdmin):
     kind = "lab"
     form = LabForm
-    fields = ["key", "name", "description"]
+    fields = ["key", "name", "description", "resource_version"]
     list_display = ["key", "name", "resource_version", "updated_at"]
     search_fields = ["key", "name"]
 
@@ -110,16 +111,13 @@ class VariantInline(admin.TabularInline):
         return super().get_formset(request, obj, **{**kwargs, "fields": []})
 
 
-def splits_table(splits: list[dict]):
-    rows = format_html_join(
-        "", "<tr><td>{}</td><td>{}</td></tr>", ((item["variant"], f"{item['split']:.4g}") for item in splits)
-    )
-    return format_html('<table class="splits"><tr><th>variant</th><th>split</th></tr>{}</table>', rows)
+def splits_line(splits: list[dict]):
+    return format_html_join(" · ", "{}&nbsp;<strong>{}</strong>", ((s["variant"], f"{s['split']:.4g}") for s in splits))
 
 
 class CohortInline(admin.TabularInline):
     model = Cohort
-    fields = ["number", "splits_table", "created_at"]
+    fields = ["number", "splits_line", "created_at"]
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -132,8 +130,8 @@ class CohortInline(admin.TabularInline):
         return False
 
     @admin.display(description="Splits")
-    def splits_table(self, obj: Cohort):
-        return splits_table(obj.splits)
+    def splits_line(self, obj: Cohort):
+        return splits_line(obj.splits)
 
 
 class WinnerForm(forms.Form):
@@ -153,7 +151,21 @@ class ExperimentAdmin(ResourceAdmin):
     kind = "experiment"
     form = ExperimentForm
     fieldsets = [
-        (None, {"fields": ["key", "name", "description", "status", "lab", "subject_type", "hypothesis"]}),
+        (
+            None,
+            {
+                "fields": [
+                    "key",
+                    "name",
+                    "description",
+                    "status",
+                    "lab",
+                    "subject_type",
+                    "hypothesis",
+                    "resource_version",
+                ]
+            },
+        ),
         ("Assignment", {"fields": ["salt", "winning_variant"]}),
     ]
     list_display = ["key", "name", "status", "lab", "subject_type", "resource_version", "updated_at"]
@@ -173,25 +185,26 @@ class ExperimentAdmin(ResourceAdmin):
             *super().get_urls(),
         ]
 
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        obj = self.get_object(request, object_id)
-        context = {**(extra_context or {})}
-        if obj is not None:
-            report = experiment_report(obj)
-            daily = experiment_daily(obj)
-            context.update(
-                report=report,
-                srm_alert=SRM_ALERT_P_VALUE,
-                daily=daily,
-                daily_rows=list(zip(daily.days, zip(*daily.counts.values(), strict=True), strict=True)),
-                chart=daily_chart(daily.days, daily.counts, title=f"New assignments per day (UTC) in {obj.key}"),
-                transitions=[
-                    (reverse("admin:assignments_experiment_transition", args=[obj.pk, status]), label)
-                    for status, (label, _) in TRANSITIONS.items()
-                    if obj.can_move_to(status) and status != obj.status
-                ],
-            )
-        return super().change_view(request, object_id, form_url, extra_context=context)
+    def page_context(self, obj: Experiment) -> dict:
+        """The history, the health panel's numbers and chart, and the transitions still possible."""
+        daily = experiment_daily(obj)
+        return {
+            **super().page_context(obj),
+            "report": experiment_report(obj),
+            "daily": daily,
+            "daily_rows": list(zip(daily.days, zip(*daily.counts.values(), strict=True), strict=True)),
+            "chart": daily_chart(
+                daily.days,
+                daily.counts,
+                title=f"New assignments per day (UTC) in {obj.key}",
+                last_day_partial=bool(daily.days) and daily.days[-1] == timezone.now().date(),
+            ),
+            "transitions": [
+                (reverse("admin:assignments_experiment_transition", args=[obj.pk, status]), label)
+                for status, (label, _) in TRANSITIONS.items()
+                if obj.can_move_to(status) and status != obj.status
+            ],
+        }
 
     def transition_view(self, request: HttpRequest, object_id: str, status: str) -> HttpResponse:
         if status not in TRANSITIONS:

@@ -54,8 +54,14 @@ def _nice_top(value: int) -> int:
         top *= 10
 
 
-def daily_chart(days: list[date], series: dict[str, list[int]], *, title: str) -> SafeString:
-    """A line chart of one count per day for each named series (an empty-state text when there are no days)."""
+def daily_chart(
+    days: list[date], series: dict[str, list[int]], *, title: str, last_day_partial: bool = False
+) -> SafeString:
+    """A line chart of one count per day for each named series (an empty-state text when there are no days).
+
+    `last_day_partial` shades the last day and says it is still running, so today's
+    low count does not read as a drop.
+    """
     if not days:
         return format_html('<p class="chart-empty">{}: no assignments yet.</p>', title)
     plot_width, plot_height = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
@@ -79,6 +85,19 @@ def daily_chart(days: list[date], series: dict[str, list[int]], *, title: str) -
         '<text x="{}" y="{}" text-anchor="middle" font-size="11">{}</text>',
         ((_n(x(i)), HEIGHT - BOTTOM + 16, day.strftime("%b %d")) for i, day in enumerate(days) if i % label_every == 0),
     )
+    partial = ""
+    if last_day_partial:
+        start = (x(len(days) - 2) + x(len(days) - 1)) / 2 if len(days) > 1 else LEFT
+        partial = format_html(
+            '<rect x="{}" y="{}" width="{}" height="{}" fill="#eee"/>'
+            '<text x="{}" y="{}" text-anchor="end" font-size="11" font-style="italic">today, so far</text>',
+            _n(start),
+            TOP,
+            _n(LEFT + plot_width - start),
+            plot_height,
+            LEFT + plot_width,
+            TOP + 10,
+        )
     lines = []
     for index, (name, counts) in enumerate(series.items()):
         colour, dash, shape = STYLES[index % len(STYLES)]
@@ -133,12 +152,13 @@ def daily_chart(days: list[date], series: dict[str, list[int]], *, title: str) -
     )
     return format_html(
         '<svg xmlns="http://www.w3.org/2000/svg" role="img" width="{}" height="{}" viewBox="0 0 {} {}" '
-        'font-family="sans-serif"><title>{}</title>{}{}{}{}{}</svg>',
+        'font-family="sans-serif"><title>{}</title>{}{}{}{}{}{}</svg>',
         WIDTH,
         HEIGHT + 12,
         WIDTH,
         HEIGHT + 12,
         title,
+        partial,
         grid,
         axes,
         ticks,

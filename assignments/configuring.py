@@ -96,7 +96,7 @@ def _save_fields(instance, values: dict[str, Any]) -> bool:
 
 
 def _apply_plain(spec: SubjectTypeSpec | LabSpec) -> str:
-    model = SubjectType if isinstance(spec, SubjectTypeSpec) else Lab
+    model = MODELS[spec.kind]
     values: dict[str, Any] = {"key": spec.key, "name": spec.name, "description": spec.description}
     if isinstance(spec, SubjectTypeSpec):
         values["status"] = spec.status
@@ -265,13 +265,22 @@ def _history_record(model, spec: ResourceSpec, before: dict | None, actor: Actor
     )
 
 
-def _apply_one(spec: ResourceSpec, errors: list[ResourceProblem], actor: Actor, *, create_only: bool) -> str | None:
+def _apply_one(
+    spec: ResourceSpec, errors: list[ResourceProblem], actor: Actor, *, create_only: bool, check_versions: bool
+) -> str | None:
     model = MODELS[spec.kind]
     stored = _get_ci(model, spec.key, for_update=True)
     if stored is not None and create_only:
         errors.append(
             ResourceProblem(_where(spec), "metadata.id", f"a {spec.kind} {stored.key!r} exists (IDs ignore case)")
         )
+        return None
+    if check_versions and stored is not None and spec.version is not None and spec.version != stored.resource_version:
+        message = (
+            f"changed by someone else since version {spec.version} was read (now version "
+            f"{stored.resource_version}): reload to see the change, then edit again"
+        )
+        errors.append(ResourceProblem(_where(spec), "metadata.resourceVersion", message))
         return None
     before = None if stored is None else resource_document(stored, with_version=False)
     outcome = _apply_experiment(spec, errors) if isinstance(spec, ExperimentSpec) else _apply_plain(spec)
@@ -281,14 +290,22 @@ def _apply_one(spec: ResourceSpec, errors: list[ResourceProblem], actor: Actor, 
 
 
 def resources_apply(
-    *, specs: list[ResourceSpec], actor: Actor, dry_run: bool = False, create_only: bool = False
+    *,
+    specs: list[ResourceSpec],
+    actor: Actor,
+    dry_run: bool = False,
+    create_only: bool = False,
+    check_versions: bool = False,
 ) -> list[ApplyResult]:
     """Apply every resource in one transaction, or none (ResourceInvalid lists why).
 
     Subject types and labs go first so experiments may refer to ones defined in
     the same apply. A dry run does all the work, then rolls it back. With
     `create_only` (the admin's add form) a resource that exists is refused
-    rather than updated.
+    rather than updated. With `check_versions` (the admin's change form) a spec
+    read at another resourceVersion than the stored one is refused, so an edit
+    made on a page opened before someone else's change cannot silently undo it;
+    configuration as code applies whatever the file says.
     """
     resources_check_unique(specs)
     order = {"subjecttype": 0, "lab": 1, "experiment": 2}
@@ -296,7 +313,7 @@ def resources_apply(
     errors: list[ResourceProblem] = []
     with transaction.atomic():
         for index, spec in sorted(enumerate(specs), key=lambda item: order[item[1].kind]):
-            outcome = _apply_one(spec, errors, actor, create_only=create_only)
+            outcome = _apply_one(spec, errors, actor, create_only=create_only, check_versions=check_versions)
             if outcome is not None:
                 outcomes[index] = outcome
         if errors:
@@ -318,10 +335,13 @@ def experiment_transition(
     The stored document with a new status (and winner) goes through the same reader
     and apply as any YAML, so the same rules refuse what is not allowed.
     """
-    document = resource_document(experiment)
-    document["metadata"]["status"] = status
-    document["spec"].pop("winningVariant", None)
-    if winning_variant is not None:
-        document["spec"]["winningVariant"] = winning_variant
-    spec = resource_read(document, source=Source("admin", 1))
-    return resources_apply(specs=[spec], actor=actor)[0]
+    with transaction.atomic():
+        # Locked before it is read: a change committed meanwhile must not be undone by this document.
+        experiment = Experiment.objects.select_for_update().get(pk=experiment.pk)
+        document = resource_document(experiment)
+        document["metadata"]["status"] = status
+        document["spec"].pop("winningVariant", None)
+        if winning_variant is not None:
+            document["spec"]["winningVariant"] = winning_variant
+        spec = resource_read(document, source=Source("admin", 1))
+        return resources_apply(specs=[spec], actor=actor)[0]

@@ -55,6 +55,8 @@ class ResourceForm(forms.ModelForm):
     key = _id_field()
     name = forms.CharField(max_length=200, required=False, help_text="Defaults to the ID.")
     description = forms.CharField(required=False, widget=AdminTextareaWidget(attrs={"rows": 3}))
+    # The version the page was opened at: a save over someone else's later change is refused.
+    resource_version = forms.IntegerField(widget=forms.HiddenInput, required=False)
 
     class Meta:
         fields: list[str] = []
@@ -73,11 +75,19 @@ class ResourceForm(forms.ModelForm):
 
     def initial_from(self, document: dict) -> dict:
         metadata = document["metadata"]
-        return {"key": metadata["id"], "name": metadata["name"], "description": metadata["description"]}
+        return {
+            "key": metadata["id"],
+            "name": metadata["name"],
+            "description": metadata["description"],
+            "resource_version": metadata["resourceVersion"],
+        }
 
     def metadata(self) -> dict:
         data = self.cleaned_data
-        return {"id": data["key"], "name": data["name"] or data["key"], "description": data["description"]}
+        metadata = {"id": data["key"], "name": data["name"] or data["key"], "description": data["description"]}
+        if data["resource_version"] is not None:
+            metadata["resourceVersion"] = data["resource_version"]
+        return metadata
 
     def document(self) -> dict:
         return {"schemaVersion": SCHEMA_VERSION, "kind": self.kind, "metadata": self.metadata()}
@@ -96,7 +106,9 @@ class ResourceForm(forms.ModelForm):
         that belong to the variants as a whole."""
         try:
             spec = resource_read(document, source=ADMIN_SOURCE)
-            self.result = resources_apply(specs=[spec], actor=self.actor, create_only=self.creating)[0]
+            self.result = resources_apply(
+                specs=[spec], actor=self.actor, create_only=self.creating, check_versions=True
+            )[0]
         except ResourceInvalid as exc:
             return self.route(exc.problems, variant_forms)
         return []
@@ -276,4 +288,4 @@ class VariantFormSet(BaseInlineFormSet):
         )
         if parent.result is None:
             # An invalid formset is what stops the admin from saving, whichever form the errors are on.
-            raise ValidationError([*whole_variants, NOT_SAVED])
+            raise ValidationError(whole_variants or [NOT_SAVED])

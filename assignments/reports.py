@@ -20,6 +20,18 @@ from assignments.statistics import SampleRatioTest, sample_ratio_test
 SRM_ALERT_P_VALUE = 0.001
 
 
+def share_text(share: float | None) -> str:
+    return "n/a" if share is None else f"{share * 100:.2f}%"
+
+
+def p_value_text(test: SampleRatioTest | None) -> str:
+    if test is None:
+        return "n/a"
+    if test.p_value == 0 or test.p_value >= 0.0001:
+        return f"{test.p_value:.4f}"
+    return f"{test.p_value:.2e}"
+
+
 @dataclass(frozen=True)
 class VariantLine:
     variant_id: str
@@ -29,6 +41,14 @@ class VariantLine:
     # None when the cohort has no assignments.
     observed_share: float | None
 
+    @property
+    def expected_text(self) -> str:
+        return share_text(self.expected_share)
+
+    @property
+    def observed_text(self) -> str:
+        return share_text(self.observed_share)
+
 
 @dataclass(frozen=True)
 class CohortLine:
@@ -37,6 +57,14 @@ class CohortLine:
     variants: list[VariantLine]
     # None when the cohort has no assignments, or no splits record to test them against.
     test: SampleRatioTest | None
+
+    @property
+    def p_value_text(self) -> str:
+        return p_value_text(self.test)
+
+    @property
+    def mismatch(self) -> bool:
+        return self.test is not None and self.test.p_value < SRM_ALERT_P_VALUE
 
     def as_json(self) -> dict:
         test = self.test

@@ -50,6 +50,8 @@ class SubjectTypeSpec:
     name: str
     description: str
     status: str
+    # metadata.resourceVersion: ignored by apply_resources, checked by the admin (see resources_apply).
+    version: int | None = None
 
     kind = "subjecttype"
 
@@ -60,6 +62,7 @@ class LabSpec:
     key: str
     name: str
     description: str
+    version: int | None = None
 
     kind = "lab"
 
@@ -86,6 +89,7 @@ class ExperimentSpec:
     salt: str | None
     winning_variant: str | None
     variants: tuple[VariantSpec, ...]
+    version: int | None = None
 
     kind = "experiment"
 
@@ -172,7 +176,7 @@ class _Reader:
         return value
 
 
-def _read_metadata(reader: _Reader, document: dict, kind: str) -> tuple[dict, str | None, str, str]:
+def _read_metadata(reader: _Reader, document: dict, kind: str) -> tuple[dict, str | None, str, str, int | None]:
     metadata = reader.mapping(document.get("metadata"), "metadata", METADATA_FIELDS[kind])
     key = reader.resource_id(metadata, "id", "metadata")
     name = reader.string(metadata, "name", "metadata", default=key or "") or key or ""
@@ -182,7 +186,8 @@ def _read_metadata(reader: _Reader, document: dict, kind: str) -> tuple[dict, st
     version = metadata.get("resourceVersion")
     if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
         reader.error("metadata.resourceVersion", "must be a positive integer")
-    return metadata, key, name, description
+        version = None
+    return metadata, key, name, description, version
 
 
 def _read_variants(reader: _Reader, value: Any) -> tuple[VariantSpec, ...]:
@@ -231,7 +236,7 @@ def _read_variants(reader: _Reader, value: Any) -> tuple[VariantSpec, ...]:
 
 
 def _read_experiment(reader: _Reader, document: dict) -> ExperimentSpec | None:
-    metadata, key, name, description = _read_metadata(reader, document, "experiment")
+    metadata, key, name, description, version = _read_metadata(reader, document, "experiment")
     status = reader.choice(metadata, "status", "metadata", Experiment.Status.values, Experiment.Status.DRAFT)
     lab = reader.resource_id(metadata, "parentId", "metadata", default=DEFAULT_LAB_ID)
     spec = reader.mapping(document.get("spec"), "spec", EXPERIMENT_SPEC_FIELDS)
@@ -264,6 +269,7 @@ def _read_experiment(reader: _Reader, document: dict) -> ExperimentSpec | None:
         salt=salt,
         winning_variant=winner,
         variants=variants,
+        version=version,
     )
 
 
@@ -284,15 +290,17 @@ def _read_document(reader: _Reader, document: Any) -> ResourceSpec | None:
         return _read_experiment(reader, document)
     if "spec" in document:
         reader.error("spec", f"a {kind} has no spec")
-    metadata, key, name, description = _read_metadata(reader, document, kind)
+    metadata, key, name, description, version = _read_metadata(reader, document, kind)
     if kind == "subjecttype":
         status = reader.choice(metadata, "status", "metadata", SubjectType.Status.values, SubjectType.Status.ACTIVE)
         if reader.errors:
             return None
-        return SubjectTypeSpec(source=reader.source, key=key, name=name, description=description, status=status)
+        return SubjectTypeSpec(
+            source=reader.source, key=key, name=name, description=description, status=status, version=version
+        )
     if reader.errors:
         return None
-    return LabSpec(source=reader.source, key=key, name=name, description=description)
+    return LabSpec(source=reader.source, key=key, name=name, description=description, version=version)
 
 
 def resources_parse(text: str, *, file: str) -> list[ResourceSpec]:

@@ -285,3 +285,22 @@ def test_admin__delete__not_offered_for_configuration(staff_client, checkout):
     response = staff_client.get(f"/admin/assignments/experiment/{checkout.pk}/delete/")
 
     assert response.status_code == 403
+
+
+def test_admin_edit__page_opened_before_another_change__refused_and_that_change_kept(staff_client, checkout):
+    # Given staff opened the page, and the experiment then changed in YAML
+    page = staff_client.get(change_url(checkout))
+    data = form_fields(page.content.decode(), form_id="experiment_form")
+    apply_yaml(EXPERIMENT_YAML.format(key="checkout").replace("Green sells more", "Green sells much more"))
+    before = stored(checkout)
+
+    # When they save their edit of the page they opened
+    response = staff_client.post(change_url(checkout), {**data, "name": "Mine"})
+
+    # Then it is refused, naming why, and the other change stands
+    assert response.status_code == 200
+    assert "changed by someone else since version 1 was read (now version 2)" in html.unescape(
+        response.content.decode()
+    )
+    assert stored(checkout) == before
+    assert Experiment.objects.get(pk=checkout.pk).hypothesis == "Green sells much more"

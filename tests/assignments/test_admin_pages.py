@@ -204,7 +204,9 @@ def test_experiment_page__health__counts_shares_p_value_and_chart(staff_client, 
     report = experiment_report(checkout)
     assert report.assignments == 300
     assert "Health: 300 assignments" in text
-    assert f"p = {report.cohorts[0].test.p_value:.3g}" in text
+    assert f"p = {report.cohorts[0].p_value_text}" in text
+    assert text.count("50.00%") == 4  # expected and observed, as percentages like the command's
+    assert "today, so far" in page.content.decode()
     assert "no mismatch" in text and 'class="srm-ok"' in page.content.decode()
     svg = re.search(r"<svg[^>]*role=\"img\".*?</svg>", page.content.decode(), re.S).group(0)
     assert svg.count("<polyline") == 2
@@ -257,12 +259,11 @@ def test_counts__insert_delete_update__match_the_assignments(configured):
     assert counted == {"control": 30 - 11 - 2, "green": 22}
 
 
-def test_cohorts__shown_as_a_table(staff_client, configured):
+def test_cohorts__splits_shown_as_text_not_json(staff_client, configured):
     page = staff_client.get(f"/admin/assignments/experiment/{configured['checkout'].pk}/change/")
 
-    assert '<table class="splits"><tr><th>variant</th><th>split</th></tr><tr><td>control</td><td>0.5</td>' in (
-        page.content.decode()
-    )
+    assert "control&nbsp;<strong>0.5</strong> · green&nbsp;<strong>0.5</strong>" in page.content.decode()
+    assert '{"variant"' not in html.unescape(page.content.decode())
 
 
 def test_resource_page__history__newest_first_with_diff(staff_client, configured):

@@ -6,22 +6,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from assignments.reports import ExperimentReport, experiment_report
 from assignments.selectors import experiment_get_ci
-from assignments.statistics import SampleRatioTest
 
 TABLE_COLUMNS = ("cohort", "variant", "assignments", "expected", "observed", "srm p-value")
 RIGHT_ALIGNED = {"cohort", "assignments", "expected", "observed", "srm p-value"}
-
-
-def _percent(share: float | None) -> str:
-    return "n/a" if share is None else f"{share * 100:.2f}%"
-
-
-def _p_value(test: SampleRatioTest | None) -> str:
-    if test is None:
-        return "n/a"
-    if test.p_value == 0 or test.p_value >= 0.0001:
-        return f"{test.p_value:.4f}"
-    return f"{test.p_value:.2e}"
 
 
 class Command(BaseCommand):
@@ -54,9 +41,9 @@ class Command(BaseCommand):
                 str(cohort.number),
                 line.variant_id,
                 str(line.assignments),
-                _percent(line.expected_share),
-                _percent(line.observed_share),
-                _p_value(cohort.test) if index == 0 else "",
+                line.expected_text,
+                line.observed_text,
+                cohort.p_value_text if index == 0 else "",
             )
             for cohort in report.cohorts
             for index, line in enumerate(cohort.variants)
