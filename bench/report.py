@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
+
+from bench.server import PROJECT_DIR
 
 Table = tuple[list[str], list[list[str]]]
 
@@ -118,6 +121,7 @@ def comparison_table(runs: list[dict[str, Any]]) -> Table:
     header = [
         "scenario",
         "service",
+        "count triggers",
         "req/s service",
         "req/s baseline",
         "slower (req/s)",
@@ -131,16 +135,18 @@ def comparison_table(runs: list[dict[str, Any]]) -> Table:
         "slower (cpu)",
     ]
     summary = medians(runs)
-    baselines = {run["scenario"]: run for run in summary if run["target"] == "baseline"}
+    # Each service run is compared with the baseline that ran with the count triggers in the same state.
+    baselines = {(run["scenario"], run["count_triggers"]): run for run in summary if run["target"] == "baseline"}
     rows = []
     for run in summary:
-        base = baselines.get(run["scenario"])
+        base = baselines.get((run["scenario"], run["count_triggers"]))
         if run["target"] != "service" or base is None:
             continue
         rows.append(
             [
                 f"{run['scenario']} {run['title']}",
                 run["connections"],
+                run["count_triggers"],
                 _number(run["requests_per_second"]),
                 _number(base["requests_per_second"]),
                 _ratio(base["requests_per_second"], run["requests_per_second"]),
@@ -152,6 +158,68 @@ def comparison_table(runs: list[dict[str, Any]]) -> Table:
                 _number(_server_cpu_ms(run), 2),
                 _number(_server_cpu_ms(base), 2),
                 _ratio(_server_cpu_ms(run), _server_cpu_ms(base)),
+            ]
+        )
+    return header, rows
+
+
+def git_commit() -> str:
+    """The checked-out commit, marked when tracked files have changes: what a result was measured on."""
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT_DIR, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=PROJECT_DIR,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return f"{commit}{' (with uncommitted changes)' if dirty else ''}"
+
+
+def count_triggers_table(runs: list[dict[str, Any]]) -> Table:
+    """Each target with the count triggers on beside the same target with them off (medians over rounds).
+
+    db cpu is PostgreSQL's CPU per request, where the triggers run: the steadiest measure of their cost.
+    """
+    header = [
+        "scenario",
+        "target",
+        "req/s on",
+        "req/s off",
+        "off / on (req/s)",
+        "p50 ms on",
+        "p50 ms off",
+        "db cpu ms/req on",
+        "db cpu ms/req off",
+        "on - off (db cpu ms)",
+    ]
+    summary = medians(runs)
+    off = {
+        (run["scenario"], run["target"], run["connections"]): run for run in summary if run["count_triggers"] == "off"
+    }
+    rows = []
+    for on in summary:
+        other = off.get((on["scenario"], on["target"], on["connections"]))
+        if on["count_triggers"] != "on" or other is None:
+            continue
+        db_on, db_off = on["cpu_ms_per_request"]["db"], other["cpu_ms_per_request"]["db"]
+        rows.append(
+            [
+                f"{on['scenario']} {on['title']}",
+                on["label"],
+                _number(on["requests_per_second"]),
+                _number(other["requests_per_second"]),
+                _ratio(other["requests_per_second"], on["requests_per_second"]),
+                _number(on["p50_ms"], 2),
+                _number(other["p50_ms"], 2),
+                _number(db_on, 2),
+                _number(db_off, 2),
+                "n/a" if db_on is None or db_off is None else f"{db_on - db_off:+.2f}",
             ]
         )
     return header, rows
@@ -188,6 +256,13 @@ def _workers(setup: dict[str, Any]) -> str:
     return f"{setup['gunicorn_workers']} sync workers"
 
 
+def _count_triggers_section(runs: list[dict[str, Any]]) -> list[str]:
+    table = count_triggers_table(runs)
+    if not table[1]:
+        return []
+    return ["## Count triggers on and off", "", as_markdown(table), ""]
+
+
 def results_write(*, directory: Path, name: str, results: dict[str, Any]) -> tuple[Path, Path]:
     directory.mkdir(parents=True, exist_ok=True)
     json_path = directory / f"{name}.json"
@@ -208,6 +283,7 @@ def results_write(*, directory: Path, name: str, results: dict[str, Any]) -> tup
         "",
         as_markdown(comparison_table(results["runs"])),
         "",
+        *_count_triggers_section(results["runs"]),
         "## Every run",
         "",
         as_markdown(runs_table(results["runs"])),
