@@ -22,6 +22,7 @@ from django.utils.html import format_html, format_html_join
 
 from assignments.charts import daily_chart
 from assignments.configuring import Actor, experiment_transition
+from assignments.forcing import FORCEABLE_STATUSES, ForceRefused, assignments_force
 from assignments.forms import ExperimentForm, LabForm, SubjectTypeForm, VariantForm, VariantFormSet
 from assignments.history import change_diff, resource_history
 from assignments.models import Assignment, Cohort, Experiment, Lab, ResourceChange, SubjectType, Variant
@@ -290,6 +291,21 @@ class SubjectLookupForm(forms.Form):
     )
 
 
+class ForceForm(forms.Form):
+    """A QA override of the looked-up subject's assignment in one experiment of its subject type."""
+
+    experiment = forms.ModelChoiceField(Experiment.objects.none(), to_field_name="key")
+    variant = forms.CharField(max_length=100, help_text="The variant's ID.")
+    reason = forms.CharField(max_length=500, required=False, help_text="Kept with the assignment.")
+    replace = forms.BooleanField(required=False, help_text="Replace an assignment that is already forced.")
+
+    def __init__(self, *args, subject_type: SubjectType, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["experiment"].queryset = Experiment.objects.filter(
+            subject_type=subject_type, status__in=FORCEABLE_STATUSES
+        ).order_by("key")
+
+
 @admin.register(Assignment)
 class AssignmentAdmin(ExactSearchAdmin):
     list_display = ["subject_id", "experiment", "variant", "cohort", "created_at"]
@@ -322,15 +338,23 @@ class AssignmentAdmin(ExactSearchAdmin):
         ]
 
     def lookup_view(self, request: HttpRequest) -> HttpResponse:
+        """The subject's page; a POST forces an assignment of it (QA), through force_assignments' service."""
         if not self.has_view_permission(request):
             raise PermissionDenied
         form = SubjectLookupForm(request.GET if "subject_id" in request.GET else None)
-        lookup = None
+        lookup = force_form = None
         if form.is_valid():
+            subject_type, subject_id = form.cleaned_data["subject_type"], form.cleaned_data["subject_id"]
+            may_force = request.user.has_perm("assignments.change_assignment")
+            if may_force:
+                force_form = ForceForm(request.POST or None, subject_type=subject_type)
+            if request.method == "POST":
+                if not may_force:
+                    raise PermissionDenied
+                if force_form.is_valid() and self._force(request, subject_id, force_form):
+                    return HttpResponseRedirect(request.get_full_path())
             lookup = subject_lookup(
-                subject_type=form.cleaned_data["subject_type"],
-                subject_id=form.cleaned_data["subject_id"],
-                depth=form.cleaned_data["depth"] or 2,
+                subject_type=subject_type, subject_id=subject_id, depth=form.cleaned_data["depth"] or 2
             )
         return TemplateResponse(
             request,
@@ -341,8 +365,37 @@ class AssignmentAdmin(ExactSearchAdmin):
                 "title": "Subject lookup",
                 "form": form,
                 "lookup": lookup,
+                "force_form": force_form,
             },
         )
+
+    def _force(self, request: HttpRequest, subject_id: str, form: ForceForm) -> bool:
+        """Force the subject's assignment and say what happened; False (with the reason on the form) if refused."""
+        data = form.cleaned_data
+        try:
+            result = assignments_force(
+                experiment=data["experiment"],
+                variant_id=data["variant"],
+                subject_ids=[subject_id],
+                reason=data["reason"],
+                replace=data["replace"],
+            )
+        except ForceRefused as exc:
+            form.add_error(None, str(exc))
+            return False
+        experiment = data["experiment"].key
+        if result.forced:
+            self.message_user(
+                request, f"{subject_id} is forced to {data['variant']} in {experiment}.", messages.SUCCESS
+            )
+        for kept in result.kept:
+            self.message_user(
+                request,
+                f"{subject_id} kept its {kept.source} assignment to {kept.variant_id} in {experiment}"
+                + (": tick 'replace' to change a forced one." if kept.source == Assignment.Source.FORCED else "."),
+                messages.WARNING,
+            )
+        return True
 
 
 @admin.register(ResourceChange)

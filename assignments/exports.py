@@ -1,84 +1,19 @@
-"""Streaming exports of stored rows as CSV or JSON Lines, in constant memory.
-
-Rows come from the database through a chunked iterator (a server-side cursor
-on PostgreSQL), are formatted one at a time and written straight out; nothing
-holds the whole result. A file is written next to its destination and renamed
-over it only once complete, so a failed export never leaves a partial file.
-"""
+"""The assignments of one experiment as export rows (export_assignments)."""
 
 from __future__ import annotations
 
-import contextlib
-import csv
 import datetime as dt
-import json
-import os
-import tempfile
-from collections.abc import Iterable, Iterator, Sequence
-from pathlib import Path
-from typing import Any, Literal, Protocol, TextIO
-
-from django.db import connection, transaction
+from collections.abc import Iterator
 
 from assignments.models import Assignment, Experiment, Variant
+from config.exports import CHUNK_SIZE, timestamp_format
 
-ExportFormat = Literal["csv", "jsonl"]
-EXPORT_FORMATS: tuple[ExportFormat, ...] = ("csv", "jsonl")
-
-ASSIGNMENT_COLUMNS = ("experiment_id", "subject_id", "variant_id", "cohort", "created_at")
-
-# Rows fetched per round trip: large enough that the round trips cost little,
-# small enough that a chunk of 256-character subject IDs stays around a megabyte.
-CHUNK_SIZE = 2000
-
-
-class LineSink(Protocol):
-    def write(self, text: str, /) -> Any: ...
-
-
-def since_parse(value: str) -> dt.datetime:
-    """An aware datetime from an ISO 8601 date or date-time; naive values are UTC.
-
-    Accepts `2026-11-01`, `2026-11-01T10:00:00Z`, `2026-11-01 10:00:00+02:00`.
-    """
-    try:
-        moment = dt.datetime.fromisoformat(value.strip())
-    except ValueError:
-        raise ValueError(
-            f"expected an ISO 8601 date or date-time such as 2026-11-01 or 2026-11-01T10:00:00Z, got {value!r}"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.UTC)
-    return moment
-
-
-def timestamp_format(moment: dt.datetime) -> str:
-    """ISO 8601 in UTC with a fixed width: `2026-11-01T10:00:00.000000Z`."""
-    # isoformat is about three times faster than strftime, which counts at a million rows.
-    return moment.astimezone(dt.UTC).isoformat(timespec="microseconds").removesuffix("+00:00") + "Z"
-
-
-@contextlib.contextmanager
-def streaming_read() -> Iterator[None]:
-    """The database context a long chunked read should run in.
-
-    PostgreSQL: a transaction, because outside one Django declares its server-side
-    cursors WITH HOLD, and PostgreSQL materialises such a cursor's entire result
-    when the declaring statement commits, before the first row is sent. Inside a
-    transaction the cursor streams. SQLite: no transaction, because ours begin
-    IMMEDIATE (settings.py), which would block every writer for the whole export;
-    its cursor streams in autocommit mode anyway.
-    """
-    if connection.vendor == "postgresql":
-        with transaction.atomic():
-            yield
-    else:
-        yield
+ASSIGNMENT_COLUMNS = ("experiment_id", "subject_id", "variant_id", "cohort", "created_at", "source")
 
 
 def assignment_rows(
     *, experiment: Experiment, since: dt.datetime | None = None, chunk_size: int = CHUNK_SIZE
-) -> Iterator[tuple[str, str, str, int, str]]:
+) -> Iterator[tuple[str, str, str, int, str, str]]:
     """The experiment's assignments as export rows, in (created_at, id) order, fetched chunk by chunk.
 
     Ordered by created_at through the index assignment_experiment_created; id
@@ -88,81 +23,17 @@ def assignment_rows(
     queryset = Assignment.objects.filter(experiment=experiment)
     if since is not None:
         queryset = queryset.filter(created_at__gte=since)
-    rows = queryset.order_by("created_at", "id").values_list("subject_id", "variant_id", "cohort", "created_at")
+    rows = queryset.order_by("created_at", "id").values_list(
+        "subject_id", "variant_id", "cohort", "created_at", "source"
+    )
     variant_keys = _variant_keys(experiment)
-    for subject_id, variant_pk, cohort, created_at in rows.iterator(chunk_size=chunk_size):
+    for subject_id, variant_pk, cohort, created_at, source in rows.iterator(chunk_size=chunk_size):
         if variant_pk not in variant_keys:
             # Added by an apply after the map was read; variants with assignments
             # are never deleted (PROTECT), so a fresh read has it.
             variant_keys = _variant_keys(experiment)
-        yield experiment.key, subject_id, variant_keys[variant_pk], cohort, timestamp_format(created_at)
+        yield experiment.key, subject_id, variant_keys[variant_pk], cohort, timestamp_format(created_at), source
 
 
 def _variant_keys(experiment: Experiment) -> dict[int, str]:
     return dict(Variant.objects.filter(experiment=experiment).values_list("pk", "key"))
-
-
-def rows_write(
-    *, rows: Iterable[Sequence[Any]], columns: Sequence[str], export_format: ExportFormat, out: LineSink
-) -> int:
-    """Write rows to out as CSV (with a header) or JSON Lines; returns the number of rows.
-
-    Every write is one whole line, so `out` may be a Django command's stdout.
-    CSV quotes fields holding commas, quotes or line breaks (RFC 4180) and ends
-    lines with LF, so line-oriented tools see one row per line.
-    """
-    count = 0
-    if export_format == "csv":
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(columns)
-        for row in rows:
-            writer.writerow(row)
-            count += 1
-    elif export_format == "jsonl":
-        for row in rows:
-            out.write(json.dumps(dict(zip(columns, row, strict=True)), ensure_ascii=False) + "\n")
-            count += 1
-    else:
-        raise ValueError(f"unknown export format {export_format!r}")
-    return count
-
-
-@contextlib.contextmanager
-def atomic_output(path: Path) -> Iterator[TextIO]:
-    """A UTF-8 text file that appears at path, complete, only if the block succeeds.
-
-    The temporary file sits in the same directory, so the final rename is atomic
-    (same file system); it is flushed to disk before the rename, so a crash
-    leaves either the old file or the whole new one. The file gets the mode a
-    plain `open()` would give it (0666 less the umask), not mkstemp's 0600.
-    """
-    directory = path.parent
-    fd, temporary_name = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".partial")
-    temporary = Path(temporary_name)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temporary, 0o666 & ~_umask())
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-    _fsync_directory(directory)
-
-
-def _umask() -> int:
-    # The only way to read the umask is to set it; set it straight back.
-    current = os.umask(0o022)
-    os.umask(current)
-    return current
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make the rename itself durable (the directory entry lives in the directory)."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

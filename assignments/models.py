@@ -117,6 +117,8 @@ class Variant(models.Model):
     is_control = models.BooleanField(default=False)
     split = models.FloatField()
 
+    objects = ResourceQuerySet.as_manager()
+
     class Meta:
         ordering = ["experiment", "position"]
         constraints = [
@@ -152,13 +154,27 @@ class Cohort(models.Model):
 
 
 class Assignment(models.Model):
-    """(experiment, subject ID) -> variant; written once by the API, never updated."""
+    """(experiment, subject ID) -> variant; written once, never recomputed or overwritten.
+
+    The one exception: staff may replace a `forced` assignment (force_assignments --replace).
+    """
+
+    class Source(models.TextChoices):
+        # The only randomised source, and so the only one the sample-ratio test counts.
+        HASHED = "hashed"
+        LINKED = "linked"
+        FORCED = "forced"
+        IMPORTED = "imported"
 
     experiment = models.ForeignKey(Experiment, on_delete=models.PROTECT, related_name="+", db_index=False)
     subject_id = models.CharField(max_length=256)
     variant = models.ForeignKey(Variant, on_delete=models.PROTECT, related_name="assignments")
     cohort = models.PositiveIntegerField()
     created_at = models.DateTimeField(default=timezone.now)
+    # A database default: the hot path's INSERT names no source, and every row it writes is hashed.
+    source = models.CharField(max_length=10, choices=Source.choices, default=Source.HASHED, db_default=Source.HASHED)
+    # Why staff forced it; empty for every other source.
+    reason = models.TextField(blank=True, default="", db_default="")
 
     class Meta:
         constraints = [
@@ -178,7 +194,7 @@ class Assignment(models.Model):
 
 
 class AssignmentCount(models.Model):
-    """Assignments per experiment, cohort, variant and UTC day: the health panel's and the report's numbers.
+    """Assignments per experiment, cohort, variant, source and UTC day: the numbers of the health panel and the report.
 
     Kept by database triggers on assignments_assignment (migration 0003), so every
     writer, the API, a command or a hand-written statement, keeps it exact in the
@@ -194,6 +210,7 @@ class AssignmentCount(models.Model):
     experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="+", db_index=False)
     cohort = models.PositiveIntegerField()
     variant = models.ForeignKey(Variant, on_delete=models.CASCADE, related_name="+", db_index=False)
+    source = models.CharField(max_length=10, choices=Assignment.Source.choices)
     day = models.DateField()
     shard = models.PositiveSmallIntegerField()
     assignments = models.BigIntegerField()
@@ -202,7 +219,7 @@ class AssignmentCount(models.Model):
         constraints = [
             # The triggers' upserts target it; it also serves every read, which filters on the experiment.
             models.UniqueConstraint(
-                fields=["experiment", "cohort", "variant", "day", "shard"], name="assignmentcount_unique"
+                fields=["experiment", "cohort", "variant", "source", "day", "shard"], name="assignmentcount_unique"
             ),
         ]
 

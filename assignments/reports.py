@@ -13,7 +13,7 @@ from datetime import date
 
 from django.db.models import Sum
 
-from assignments.models import AssignmentCount, Cohort, Experiment, Variant
+from assignments.models import Assignment, AssignmentCount, Cohort, Experiment, Variant
 from assignments.statistics import SampleRatioTest, sample_ratio_test
 
 # Below this p-value a cohort's split is flagged as a sample-ratio mismatch.
@@ -51,12 +51,23 @@ class VariantLine:
 
 
 @dataclass(frozen=True)
+class SourceLine:
+    """Assignments of one variant that were not randomised (linked, forced or imported): counted apart."""
+
+    variant_id: str
+    source: str
+    assignments: int
+
+
+@dataclass(frozen=True)
 class CohortLine:
     number: int
+    # Hashed assignments only: the randomised ones, which the shares and the test are about.
     assignments: int
     variants: list[VariantLine]
     # None when the cohort has no assignments, or no splits record to test them against.
     test: SampleRatioTest | None
+    other_sources: list[SourceLine]
 
     @property
     def p_value_text(self) -> str:
@@ -84,6 +95,10 @@ class CohortLine:
                 }
                 for line in self.variants
             ],
+            "other_sources": [
+                {"variant_id": line.variant_id, "source": line.source, "assignments": line.assignments}
+                for line in self.other_sources
+            ],
         }
 
 
@@ -104,12 +119,17 @@ class ExperimentReport:
 
 
 def _cohort_line(
-    number: int, splits: list[dict] | None, counts: dict[str, int], current_keys: dict[str, str]
+    number: int,
+    splits: list[dict] | None,
+    counts: dict[str, int],
+    current_keys: dict[str, str],
+    other_sources: list[SourceLine],
 ) -> CohortLine:
     """One cohort's lines: its recorded variants in configuration order, then any others it has assignments for.
 
-    Variants match case-insensitively (resource IDs do); each shows by its current
-    ID, or by the recorded one if it has since been removed.
+    `counts` are the hashed assignments by lower-cased variant ID. Variants match
+    case-insensitively (resource IDs do); each shows by its current ID, or by the
+    recorded one if it has since been removed.
     """
     total = sum(counts.values())
     recorded = [(entry["variant"], float(entry["split"])) for entry in splits or []]
@@ -134,39 +154,47 @@ def _cohort_line(
             observed=[line.assignments for line in variants],
             expected_shares=[line.expected_share or 0.0 for line in variants],
         )
-    return CohortLine(number=number, assignments=total, variants=variants, test=test)
+    return CohortLine(number=number, assignments=total, variants=variants, test=test, other_sources=other_sources)
 
 
 def experiment_report(experiment: Experiment) -> ExperimentReport:
-    """Per cohort and variant: assignments, expected and observed shares, and each cohort's SRM test."""
+    """Per cohort and variant: hashed assignments, expected and observed shares, and each cohort's SRM test;
+    the assignments of the other sources on lines of their own."""
     grouped = (
         AssignmentCount.objects.filter(experiment=experiment)
-        .values_list("cohort", "variant_id")
+        .values_list("cohort", "variant_id", "source")
         .annotate(count=Sum("assignments"))
-        .order_by()
+        .order_by("cohort", "source", "variant_id")
     )
     current_keys_by_pk = dict(Variant.objects.filter(experiment=experiment).values_list("pk", "key"))
     counts: dict[int, dict[str, int]] = {}
-    for cohort, variant_pk, count in grouped:
-        if count:
+    others: dict[int, list[SourceLine]] = {}
+    for cohort, variant_pk, source, count in grouped:
+        if not count:
+            continue
+        if source == Assignment.Source.HASHED:
             counts.setdefault(cohort, {})[current_keys_by_pk[variant_pk].lower()] = count
+        else:
+            others.setdefault(cohort, []).append(SourceLine(current_keys_by_pk[variant_pk], source, count))
     splits_by_cohort = dict(Cohort.objects.filter(experiment=experiment).values_list("number", "splits"))
     current_keys = {key.lower(): key for key in current_keys_by_pk.values()}
     cohorts = [
-        _cohort_line(number, splits_by_cohort.get(number), counts.get(number, {}), current_keys)
-        for number in sorted(splits_by_cohort.keys() | counts.keys())
+        _cohort_line(number, splits_by_cohort.get(number), counts.get(number, {}), current_keys, others.get(number, []))
+        for number in sorted(splits_by_cohort.keys() | counts.keys() | others.keys())
     ]
     return ExperimentReport(
         experiment_id=experiment.key,
         status=experiment.status,
-        assignments=sum(cohort.assignments for cohort in cohorts),
+        assignments=sum(
+            cohort.assignments + sum(line.assignments for line in cohort.other_sources) for cohort in cohorts
+        ),
         cohorts=cohorts,
     )
 
 
 @dataclass(frozen=True)
 class DailySeries:
-    """New assignments per UTC day and variant, every day from the first to the last with any."""
+    """New assignments (of every source) per UTC day and variant, every day from the first to the last with any."""
 
     days: list[date]
     # Variant ID -> one count per day, variants in configuration order.

@@ -87,3 +87,62 @@ def assignments_insert(
     with connection.cursor() as cursor:
         cursor.execute(sql, [experiment_pk, cohort, created, _json([list(row) for row in rows])])
         return dict(cursor.fetchall())
+
+
+# Backfills and QA overrides: each row carries its own timestamp, and the source and
+# reason are the statement's. Rows keep the caller's order (sorted by subject ID where
+# a race with the API is possible, for the reason given at POSTGRES_INSERT).
+POSTGRES_INSERT_ROWS = """
+INSERT INTO assignments_assignment (experiment_id, subject_id, variant_id, cohort, created_at, source, reason)
+SELECT %s, s.item ->> 0, (s.item ->> 1)::bigint, %s, (s.item ->> 2)::timestamptz, %s, %s
+FROM json_array_elements(%s::json) WITH ORDINALITY AS s(item, ord)
+ORDER BY s.ord
+ON CONFLICT (experiment_id, subject_id) DO NOTHING
+RETURNING subject_id
+"""
+
+SQLITE_INSERT_ROWS = """
+INSERT INTO assignments_assignment (experiment_id, subject_id, variant_id, cohort, created_at, source, reason)
+SELECT %s, json_extract(value, '$[0]'), json_extract(value, '$[1]'), %s, json_extract(value, '$[2]'), %s, %s
+FROM json_each(%s) WHERE true ORDER BY key
+ON CONFLICT (experiment_id, subject_id) DO NOTHING
+RETURNING subject_id
+"""
+
+
+def assignments_insert_rows(
+    *,
+    experiment_pk: int,
+    cohort: int,
+    rows: Sequence[tuple[str, int, datetime]],
+    source: str,
+    reason: str = "",
+) -> set[str]:
+    """Insert (subject ID, variant pk, created at) rows with one source, skipping subjects already
+    assigned (assignment_experiment_subject_unique); returns the subject IDs this call inserted."""
+    postgres = connection.vendor == "postgresql"
+    items = [
+        [subject_id, variant_pk, moment.isoformat() if postgres else connection.ops.adapt_datetimefield_value(moment)]
+        for subject_id, variant_pk, moment in rows
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            POSTGRES_INSERT_ROWS if postgres else SQLITE_INSERT_ROWS,
+            [experiment_pk, cohort, source, reason, _json(items)],
+        )
+        return {subject_id for (subject_id,) in cursor.fetchall()}
+
+
+# A batch of an experiment's assignments, found through the unique index on (experiment_id, subject_id).
+DELETE_BATCH = """
+DELETE FROM assignments_assignment WHERE id IN (
+    SELECT id FROM assignments_assignment WHERE experiment_id = %s LIMIT %s
+)
+"""
+
+
+def assignments_delete_batch(*, experiment_pk: int, limit: int) -> int:
+    """Delete up to `limit` of the experiment's assignments; returns how many."""
+    with connection.cursor() as cursor:
+        cursor.execute(DELETE_BATCH, [experiment_pk, limit])
+        return cursor.rowcount

@@ -107,6 +107,7 @@ def test_report__json_format__machine_readable_with_the_same_numbers(checkout):
                     {"variant_id": "control", "assignments": 30, "expected_share": 0.5, "observed_share": 0.3},
                     {"variant_id": "Green", "assignments": 70, "expected_share": 0.5, "observed_share": 0.7},
                 ],
+                "other_sources": [],
             }
         ],
     }

@@ -14,12 +14,12 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
-from assignments.exports import CHUNK_SIZE, atomic_output
 from assignments.models import Assignment, Experiment
+from config.exports import CHUNK_SIZE, atomic_output
 from tests.factories import AssignmentFactory, ExperimentFactory
 from tests.server import PROJECT_DIR, database_url_for_tests
 
-HEADER = ["experiment_id", "subject_id", "variant_id", "cohort", "created_at"]
+HEADER = ["experiment_id", "subject_id", "variant_id", "cohort", "created_at", "source"]
 T0 = dt.datetime(2026, 11, 1, 10, 0, 0, tzinfo=dt.UTC)
 
 # What a subject ID may hold (CONTRACT.md section 1: anything but control characters), and CSV must carry.
@@ -79,9 +79,9 @@ def test_export__csv_default__header_then_rows_by_resource_id_in_time_order(chec
     # Then stdout holds the CSV alone: IDs as configured (not primary keys), UTC timestamps, oldest first
     assert stderr == ""
     assert stdout == (
-        "experiment_id,subject_id,variant_id,cohort,created_at\n"
-        "Checkout-Button,early,control,1,2026-11-01T10:00:00.000000Z\n"
-        "Checkout-Button,late,Green,2,2026-11-02T10:00:00.000000Z\n"
+        "experiment_id,subject_id,variant_id,cohort,created_at,source\n"
+        "Checkout-Button,early,control,1,2026-11-01T10:00:00.000000Z,hashed\n"
+        "Checkout-Button,late,Green,2,2026-11-02T10:00:00.000000Z,hashed\n"
     )
 
 
@@ -95,7 +95,7 @@ def test_export__jsonl__one_object_per_line_with_unescaped_unicode(checkout):
 
     assert stdout == (
         '{"experiment_id": "Checkout-Button", "subject_id": "ünï 🙂", "variant_id": "Green", "cohort": 1, '
-        '"created_at": "2026-11-01T10:00:00.000007Z"}\n'
+        '"created_at": "2026-11-01T10:00:00.000007Z", "source": "hashed"}\n'
     )
 
 
@@ -128,7 +128,7 @@ def test_export__awkward_subject_ids__csv_reads_back_exactly(checkout):
     rows = csv_rows(stdout)
     assert rows[0] == HEADER
     assert [row[1] for row in rows[1:]] == AWKWARD_SUBJECT_IDS
-    assert all(len(row) == 5 for row in rows)
+    assert all(len(row) == len(HEADER) for row in rows)
     assert len(stdout.splitlines()) == len(AWKWARD_SUBJECT_IDS) + 1
 
 
@@ -158,7 +158,7 @@ def test_export__same_timestamp__ordered_by_insertion(checkout):
 
 
 def test_export__no_assignments__csv_header_only_and_jsonl_empty(checkout):
-    assert export("--experiment", "checkout-button")[0] == "experiment_id,subject_id,variant_id,cohort,created_at\n"
+    assert export("--experiment", "checkout-button")[0] == "experiment_id,subject_id,variant_id,cohort,created_at,source\n"
     assert export("--experiment", "checkout-button", "--format", "jsonl")[0] == ""
 
 
@@ -342,10 +342,10 @@ def test_export_process__success_and_failures__exit_codes_and_stdout_holds_only_
     assert to_stdout.returncode == 0, to_stdout.stderr
     assert to_stdout.stderr == b""
     assert to_stdout.stdout.decode() == (
-        "experiment_id,subject_id,variant_id,cohort,created_at\n"
-        "Checkout-Button,s000000,control,1,2026-11-01T10:00:00.000000Z\n"
-        "Checkout-Button,s000001,Green,1,2026-11-01T10:00:01.000000Z\n"
-        "Checkout-Button,s000002,control,1,2026-11-01T10:00:02.000000Z\n"
+        "experiment_id,subject_id,variant_id,cohort,created_at,source\n"
+        "Checkout-Button,s000000,control,1,2026-11-01T10:00:00.000000Z,hashed\n"
+        "Checkout-Button,s000001,Green,1,2026-11-01T10:00:01.000000Z,hashed\n"
+        "Checkout-Button,s000002,control,1,2026-11-01T10:00:02.000000Z,hashed\n"
     )
     assert to_file.returncode == 0
     assert to_file.stdout.decode() == f"exported 3 assignments of Checkout-Button to {tmp_path / 'a.csv'}\n"
@@ -374,7 +374,7 @@ def test_export_process__reader_closes_the_pipe_early__short_error_not_a_traceba
     )
 
     # When the reader takes the header and goes away, like `| head -1`
-    assert process.stdout.readline() == b"experiment_id,subject_id,variant_id,cohort,created_at\n"
+    assert process.stdout.readline() == b"experiment_id,subject_id,variant_id,cohort,created_at,source\n"
     process.stdout.close()
     stderr = process.stderr.read()
     process.wait(timeout=60)
@@ -382,4 +382,4 @@ def test_export_process__reader_closes_the_pipe_early__short_error_not_a_traceba
     # Then the command stops with a one-line reason
     assert process.returncode == 1
     assert b"Traceback" not in stderr
-    assert stderr.decode().strip() == "CommandError: stdout was closed before the export finished"
+    assert stderr.decode().strip() == "stdout was closed before the command finished"

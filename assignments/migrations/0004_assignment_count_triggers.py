@@ -15,12 +15,12 @@ from django.db import migrations
 SHARDS = 32
 
 POSTGRES_UPSERT = """
-INSERT INTO assignments_assignmentcount AS c (experiment_id, cohort, variant_id, day, shard, assignments)
-SELECT experiment_id, cohort, variant_id, (created_at AT TIME ZONE 'UTC')::date, {shard}, {sign} count(*)
+INSERT INTO assignments_assignmentcount AS c (experiment_id, cohort, variant_id, source, day, shard, assignments)
+SELECT experiment_id, cohort, variant_id, source, (created_at AT TIME ZONE 'UTC')::date, {shard}, {sign} count(*)
 FROM {rows}
-GROUP BY 1, 2, 3, 4, 5
-ORDER BY 1, 2, 3, 4, 5
-ON CONFLICT (experiment_id, cohort, variant_id, day, shard)
+GROUP BY 1, 2, 3, 4, 5, 6
+ORDER BY 1, 2, 3, 4, 5, 6
+ON CONFLICT (experiment_id, cohort, variant_id, source, day, shard)
 DO UPDATE SET assignments = c.assignments + EXCLUDED.assignments
 """
 
@@ -56,9 +56,9 @@ POSTGRES_BACKWARD = [
 ]
 
 SQLITE_UPSERT = """
-INSERT INTO assignments_assignmentcount (experiment_id, cohort, variant_id, day, shard, assignments)
-VALUES ({row}.experiment_id, {row}.cohort, {row}.variant_id, date({row}.created_at), 0, {delta})
-ON CONFLICT (experiment_id, cohort, variant_id, day, shard) DO UPDATE SET assignments = assignments + {delta};
+INSERT INTO assignments_assignmentcount (experiment_id, cohort, variant_id, source, day, shard, assignments)
+VALUES ({row}.experiment_id, {row}.cohort, {row}.variant_id, {row}.source, date({row}.created_at), 0, {delta})
+ON CONFLICT (experiment_id, cohort, variant_id, source, day, shard) DO UPDATE SET assignments = assignments + {delta};
 """
 
 SQLITE_FORWARD = [
@@ -68,9 +68,9 @@ SQLITE_FORWARD = [
     f"{SQLITE_UPSERT.format(row='OLD', delta=-1)}END",
     f"CREATE TRIGGER assignments_count_update AFTER UPDATE ON assignments_assignment BEGIN"
     f"{SQLITE_UPSERT.format(row='OLD', delta=-1)}{SQLITE_UPSERT.format(row='NEW', delta=1)}END",
-    """INSERT INTO assignments_assignmentcount (experiment_id, cohort, variant_id, day, shard, assignments)
-       SELECT experiment_id, cohort, variant_id, date(created_at), 0, count(*)
-       FROM assignments_assignment GROUP BY 1, 2, 3, 4""",
+    """INSERT INTO assignments_assignmentcount (experiment_id, cohort, variant_id, source, day, shard, assignments)
+       SELECT experiment_id, cohort, variant_id, source, date(created_at), 0, count(*)
+       FROM assignments_assignment GROUP BY 1, 2, 3, 4, 5""",
 ]
 
 SQLITE_BACKWARD = [
@@ -90,7 +90,7 @@ def _run(statements_by_vendor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("assignments", "0003_history_and_counts")]
+    dependencies = [("assignments", "0003_history_sources_and_counts")]
 
     operations = [
         migrations.RunPython(

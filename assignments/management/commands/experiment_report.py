@@ -14,7 +14,8 @@ RIGHT_ALIGNED = {"cohort", "assignments", "expected", "observed", "srm p-value"}
 class Command(BaseCommand):
     help = (
         "Per cohort and variant of an experiment: assignments, expected and observed share, "
-        "and the sample-ratio-mismatch p-value of each cohort (chi-square goodness of fit)."
+        "and the sample-ratio-mismatch p-value of each cohort (chi-square goodness of fit), counting hashed "
+        "assignments only; linked, forced and imported ones are counted on lines of their own."
     )
 
     def add_arguments(self, parser) -> None:
@@ -35,19 +36,25 @@ class Command(BaseCommand):
                 self.stdout.write(line)
 
     def table_lines(self, report: ExperimentReport) -> list[str]:
-        """A header line, then one row per cohort and variant; the p-value on each cohort's first row."""
-        rows = [
-            (
-                str(cohort.number),
-                line.variant_id,
-                str(line.assignments),
-                line.expected_text,
-                line.observed_text,
-                cohort.p_value_text if index == 0 else "",
-            )
-            for cohort in report.cohorts
-            for index, line in enumerate(cohort.variants)
-        ]
+        """A header line, then one row per cohort and variant (the p-value on each cohort's first row),
+        then a row per variant and source of the cohort's assignments that were not hashed."""
+        rows = []
+        for cohort in report.cohorts:
+            rows += [
+                (
+                    str(cohort.number),
+                    line.variant_id,
+                    str(line.assignments),
+                    line.expected_text,
+                    line.observed_text,
+                    cohort.p_value_text if index == 0 else "",
+                )
+                for index, line in enumerate(cohort.variants)
+            ]
+            rows += [
+                (str(cohort.number), f"{line.variant_id} ({line.source})", str(line.assignments), "", "", "")
+                for line in cohort.other_sources
+            ]
         widths = [max(len(cell) for cell in column) for column in zip(TABLE_COLUMNS, *rows, strict=True)]
 
         def aligned(cells: tuple[str, ...]) -> str:

@@ -1,0 +1,53 @@
+"""Clean-up of a finished experiment's assignments (delete_assignments), in batches.
+
+Each batch is its own transaction: a table of millions of rows is never locked
+for the whole deletion, the database's undo stays small, and a deletion that
+stops half way is finished by running it again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.db import transaction
+from django.db.models import Sum
+
+from assignments.models import AssignmentCount, Experiment
+from assignments.storage import assignments_delete_batch
+
+DELETABLE_STATUSES = (Experiment.Status.ENDED, Experiment.Status.ARCHIVED)
+BATCH_SIZE = 10_000
+
+
+class DeleteRefused(Exception):
+    """Nothing was deleted: the message says why."""
+
+
+def assignments_stored(*, experiment: Experiment) -> int:
+    """How many assignments the experiment has, from the kept counts (no scan of the assignments)."""
+    return AssignmentCount.objects.filter(experiment=experiment).aggregate(total=Sum("assignments"))["total"] or 0
+
+
+def delete_check(*, experiment: Experiment) -> None:
+    """Raise DeleteRefused unless the experiment is ended or archived (which it stays: the lifecycle runs forward)."""
+    experiment.refresh_from_db(fields=["status"])
+    if experiment.status not in DELETABLE_STATUSES:
+        raise DeleteRefused(
+            f"experiment {experiment.key!r} is {experiment.status}; only the assignments of an ended or archived "
+            "experiment can be deleted"
+        )
+
+
+def assignments_delete(
+    *, experiment: Experiment, batch_size: int = BATCH_SIZE, on_batch: Callable[[int], None] = lambda rows: None
+) -> int:
+    """Delete every assignment of an ended or archived experiment; returns how many were deleted."""
+    delete_check(experiment=experiment)
+    deleted = 0
+    while True:
+        with transaction.atomic():
+            rows = assignments_delete_batch(experiment_pk=experiment.pk, limit=batch_size)
+        deleted += rows
+        on_batch(rows)
+        if rows < batch_size:
+            return deleted

@@ -1,0 +1,87 @@
+"""QA overrides (force_assignments and the admin's subject lookup): a chosen variant for chosen subjects.
+
+A forced assignment is stored like any other, so the API returns it as it returns
+every stored assignment; it has source `forced` and a reason, and the
+sample-ratio test leaves it out. Only a subject without an assignment is forced:
+a hashed, linked or imported assignment is never overwritten. The one exception
+to "assignments are immutable": with `replace`, a forced assignment may be
+forced again to another variant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from assignments.models import Assignment, Cohort, Experiment, Variant
+from assignments.storage import assignments_insert_rows
+from config.fields import subject_id_problem
+
+# Forcing serves nobody once an experiment has stopped assigning for good.
+FORCEABLE_STATUSES = (Experiment.Status.DRAFT, Experiment.Status.ACTIVE, Experiment.Status.WINNER_DECLARED)
+
+
+class ForceRefused(Exception):
+    """Nothing was stored: the message says why."""
+
+
+@dataclass(frozen=True)
+class KeptAssignment:
+    subject_id: str
+    variant_id: str
+    source: str
+
+
+@dataclass(frozen=True)
+class ForceResult:
+    forced: list[str]
+    kept: list[KeptAssignment]
+
+
+def assignments_force(
+    *, experiment: Experiment, variant_id: str, subject_ids: Sequence[str], reason: str, replace: bool
+) -> ForceResult:
+    """Store `variant_id` with source `forced` for each subject that has no assignment (or, with
+    `replace`, a forced one); report the others as kept. One transaction."""
+    if experiment.status not in FORCEABLE_STATUSES:
+        raise ForceRefused(
+            f"experiment {experiment.key!r} is {experiment.status}; assignments can be forced only while it is "
+            f"{', '.join(FORCEABLE_STATUSES)}"
+        )
+    variant = Variant.objects.filter(experiment=experiment).get_ci(variant_id)
+    if variant is None:
+        raise ForceRefused(f"experiment {experiment.key!r} has no variant {variant_id!r}")
+    problems = [f"subject ID {sid!r}: {problem}" for sid in subject_ids if (problem := subject_id_problem(sid))]
+    if problems:
+        raise ForceRefused("; ".join(problems))
+    subjects = sorted(set(subject_ids))
+    now = timezone.now()
+    with transaction.atomic():
+        cohort = Cohort.objects.filter(experiment=experiment).aggregate(number=Max("number"))["number"] or 1
+        replaced: set[str] = set()
+        if replace:
+            replaced_query = Assignment.objects.filter(
+                experiment=experiment, source=Assignment.Source.FORCED, subject_id__in=subjects
+            )
+            replaced = set(replaced_query.values_list("subject_id", flat=True))
+            replaced_query.update(variant=variant, cohort=cohort, created_at=now, reason=reason)
+        inserted = assignments_insert_rows(
+            experiment_pk=experiment.pk,
+            cohort=cohort,
+            rows=[(subject_id, variant.pk, now) for subject_id in subjects if subject_id not in replaced],
+            source=Assignment.Source.FORCED,
+            reason=reason,
+        )
+        kept = list(
+            Assignment.objects.filter(experiment=experiment, subject_id__in=set(subjects) - replaced - inserted)
+            .order_by("subject_id")
+            .values_list("subject_id", "variant__key", "source")
+        )
+    return ForceResult(
+        forced=sorted(replaced | inserted),
+        kept=[KeptAssignment(subject_id=s, variant_id=v, source=source) for s, v, source in kept],
+    )

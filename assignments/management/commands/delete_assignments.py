@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError
+
+from assignments.deleting import DeleteRefused, assignments_delete, assignments_stored, delete_check
+from assignments.selectors import experiment_get_ci
+from config.progress import progress_bar
+
+
+class Command(BaseCommand):
+    help = (
+        "Delete every assignment of an ended or archived experiment, in batches; refuses any other status and "
+        "deletes nothing without --yes. Prints the count."
+    )
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--experiment", required=True, metavar="ID", help="experiment ID (any case)")
+        parser.add_argument("--yes", action="store_true", help="really delete (without it nothing is deleted)")
+
+    def handle(self, *args, experiment: str, yes: bool, **options) -> None:
+        found = experiment_get_ci(experiment_id=experiment)
+        if found is None:
+            raise CommandError(f"no experiment has the ID {experiment!r}")
+        try:
+            delete_check(experiment=found)
+            stored = assignments_stored(experiment=found)
+            if not yes:
+                raise CommandError(
+                    f"this would delete the {stored} assignments of {found.key}; nothing deleted: add --yes to do it"
+                )
+            with progress_bar(total=stored, unit="rows", description="deleting") as bar:
+                deleted = assignments_delete(experiment=found, on_batch=bar.update)
+        except DeleteRefused as exc:
+            raise CommandError(f"nothing deleted: {exc}") from None
+        self.stdout.write(f"deleted {deleted} assignments of {found.key}")

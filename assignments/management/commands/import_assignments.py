@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from assignments.importing import ImportInvalid, assignments_import, import_validate
+from assignments.selectors import experiment_get_ci
+from config.progress import progress_bar
+
+
+class Command(BaseCommand):
+    help = (
+        "Backfill assignments from a CSV file with the header subject_id,variant_id[,created_at] (source "
+        "`imported`, the experiment's current cohort). The whole file is checked before anything is written; "
+        "existing assignments are never overwritten but counted as conflicts. Prints `imported N, conflicts M`."
+    )
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("file", type=Path, metavar="FILE", help="CSV file, UTF-8")
+        parser.add_argument("--experiment", required=True, metavar="ID", help="experiment ID (any case)")
+        parser.add_argument(
+            "--atomic",
+            action="store_true",
+            help="all rows or none in one transaction; without it each batch commits, and a run that stops "
+            "can be run again (what it wrote comes back as conflicts)",
+        )
+
+    def handle(self, *args, file: Path, experiment: str, atomic: bool, **options) -> None:
+        found = experiment_get_ci(experiment_id=experiment)
+        if found is None:
+            raise CommandError(f"no experiment has the ID {experiment!r}")
+        try:
+            total = import_validate(path=file, experiment=found)
+            with progress_bar(total=total, unit="rows", description="importing") as bar:
+                result = assignments_import(path=file, experiment=found, atomic=atomic, on_batch=bar.update)
+        except ImportInvalid as exc:
+            raise CommandError(f"{file}: nothing imported, {exc.total} error(s):\n{exc}") from None
+        except OSError as exc:
+            raise CommandError(f"cannot read {file}: {exc.strerror or exc}") from None
+        self.stdout.write(f"imported {result.imported}, conflicts {result.conflicts}")

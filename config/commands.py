@@ -1,0 +1,83 @@
+"""What the streaming export commands share: their options and where the rows go.
+
+A reader that closes stdout early (`| head`) is handled for every command in manage.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from config.exports import (
+    EXPORT_FORMATS,
+    ExportFormat,
+    LineSink,
+    atomic_output,
+    rows_write,
+    since_parse,
+    streaming_read,
+)
+from config.progress import counted, progress_bar
+
+
+def since_argument(value: str) -> dt.datetime:
+    try:
+        return since_parse(value)
+    except ValueError as exc:
+        # argparse prefixes "argument --since: ", naming the option.
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+class ExportCommand(BaseCommand):
+    """A command that streams rows as CSV or JSON Lines to stdout, or to a file replaced only when complete."""
+
+    def add_export_arguments(self, parser, *, since_help: str) -> None:
+        parser.add_argument("--format", choices=EXPORT_FORMATS, default="csv", help="csv (default) or jsonl")
+        parser.add_argument("--since", type=since_argument, metavar="ISO8601", help=since_help)
+        parser.add_argument(
+            "--output",
+            type=Path,
+            metavar="FILE",
+            help="write to FILE (replaced only once the export is complete) and print a summary; "
+            "without it the data goes to stdout",
+        )
+
+    def export(
+        self,
+        *,
+        rows: Callable[[], Iterable[Sequence[Any]]],
+        columns: Sequence[str],
+        export_format: ExportFormat,
+        output: Path | None,
+        total: int | None,
+        unit: str,
+    ) -> int | None:
+        """Stream rows() out; returns how many were written to `output`, or None when they went to stdout.
+
+        A progress bar goes to stderr when it is a terminal (`total` is an estimate for it).
+        """
+
+        def write(out: LineSink) -> int:
+            # closing(): a write that fails (a closed pipe, a full disk) stops the read at once,
+            # while its cursor and connection are still open, not later in the garbage collector.
+            with (
+                streaming_read(),
+                progress_bar(total=total, unit=unit, description="exporting") as bar,
+                contextlib.closing(counted(rows(), bar)) as source,
+            ):
+                return rows_write(rows=source, columns=columns, export_format=export_format, out=out)
+
+        if output is None:
+            write(self.stdout)
+            return None
+        try:
+            with atomic_output(output) as handle:
+                return write(handle)
+        except OSError as exc:
+            raise CommandError(f"cannot write {output}: {exc.strerror or exc}") from None
