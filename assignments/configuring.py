@@ -43,6 +43,8 @@ from assignments.resources import (
 from assignments.selectors import experiment_states
 
 MODELS = {"subjecttype": SubjectType, "lab": Lab, "experiment": Experiment}
+# Where a document built by the admin comes from, in error messages and history.
+ADMIN_SOURCE = Source("admin", 1)
 
 
 @dataclass(frozen=True)
@@ -343,5 +345,5 @@ def experiment_transition(
         document["spec"].pop("winningVariant", None)
         if winning_variant is not None:
             document["spec"]["winningVariant"] = winning_variant
-        spec = resource_read(document, source=Source("admin", 1))
+        spec = resource_read(document, source=ADMIN_SOURCE)
         return resources_apply(specs=[spec], actor=actor)[0]

@@ -16,18 +16,16 @@ from django.contrib.admin.widgets import AdminTextareaWidget
 from django.core.exceptions import ValidationError
 from django.forms.models import BaseInlineFormSet
 
-from assignments.configuring import Actor, ApplyResult, resources_apply
+from assignments.configuring import ADMIN_SOURCE, Actor, ApplyResult, resources_apply
 from assignments.models import Experiment, Lab, SubjectType, Variant
 from assignments.resources import (
     SCHEMA_VERSION,
     ResourceInvalid,
     ResourceProblem,
-    Source,
     resource_document,
     resource_read,
 )
 
-ADMIN_SOURCE = Source("admin", 1)
 # Document paths of a variant's fields -> VariantForm fields.
 VARIANT_FIELDS = {"id": "key", "name": "name", "description": "description", "control": "is_control", "split": "split"}
 NOT_SAVED = "Nothing was saved: correct the errors shown on this page."
