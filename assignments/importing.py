@@ -127,16 +127,20 @@ def assignments_import(
     experiment: Experiment,
     atomic: bool,
     batch_size: int = BATCH_SIZE,
+    on_validated: Callable[[int], None] = lambda rows: None,
     on_batch: Callable[[int], None] = lambda rows: None,
 ) -> ImportResult:
     """Validate the file, then insert its rows with source `imported` in the experiment's current cohort.
+
+    `on_validated` hears the number of rows once the whole file has been checked,
+    `on_batch` the size of each batch written (both for a progress bar).
 
     Each batch commits on its own unless `atomic`, so a run that stops half way has
     written whole batches and can simply be run again: what it wrote comes back as
     conflicts. With `atomic` the whole file is one transaction. A row without
     created_at gets the time of the import.
     """
-    import_validate(path=path, experiment=experiment)
+    on_validated(import_validate(path=path, experiment=experiment))
     variants = _variant_pks(experiment)
     cohort = Cohort.objects.filter(experiment=experiment).aggregate(number=Max("number"))["number"] or 1
     now = timezone.now()

@@ -158,7 +158,9 @@ def test_export__same_timestamp__ordered_by_insertion(checkout):
 
 
 def test_export__no_assignments__csv_header_only_and_jsonl_empty(checkout):
-    assert export("--experiment", "checkout-button")[0] == "experiment_id,subject_id,variant_id,cohort,created_at,source\n"
+    assert (
+        export("--experiment", "checkout-button")[0] == "experiment_id,subject_id,variant_id,cohort,created_at,source\n"
+    )
     assert export("--experiment", "checkout-button", "--format", "jsonl")[0] == ""
 
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from assignments.importing import ImportInvalid, assignments_import, import_validate
+from assignments.importing import ImportInvalid, assignments_import
 from assignments.selectors import experiment_get_ci
 from config.progress import progress_bar
 
@@ -31,9 +31,15 @@ class Command(BaseCommand):
         if found is None:
             raise CommandError(f"no experiment has the ID {experiment!r}")
         try:
-            total = import_validate(path=file, experiment=found)
-            with progress_bar(total=total, unit="rows", description="importing") as bar:
-                result = assignments_import(path=file, experiment=found, atomic=atomic, on_batch=bar.update)
+            with progress_bar(total=None, unit="rows", description="importing") as bar:
+
+                def validated(rows: int) -> None:
+                    bar.total = rows
+                    bar.refresh()
+
+                result = assignments_import(
+                    path=file, experiment=found, atomic=atomic, on_validated=validated, on_batch=bar.update
+                )
         except ImportInvalid as exc:
             raise CommandError(f"{file}: nothing imported, {exc.total} error(s):\n{exc}") from None
         except OSError as exc:
