@@ -1,0 +1,116 @@
+"""manage.py commands run as real processes, for what only a process shows: exit codes, what reaches
+stdout and stderr, a reader that closes stdout early, and stderr being a terminal or a pipe.
+
+They use the test session's PostgreSQL database (tests.server.database_url_for_tests), so the tests
+that call them are `@pytest.mark.postgres` and `django_db(transaction=True)` (the rows they set up
+must be committed for another process to see them).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import struct
+import subprocess
+import sys
+import termios
+import threading
+from dataclasses import dataclass
+
+from tests.server import PROJECT_DIR, database_url_for_tests
+
+CLOSED_STDOUT_MESSAGE = "stdout was closed before the command finished"
+
+
+def manage_env() -> dict[str, str]:
+    return {**os.environ, "DATABASE_URL": database_url_for_tests(), "SECRET_KEY": "command-tests"}
+
+
+def run_manage(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run `manage.py args`, stdout and stderr both pipes (stderr is then not a terminal)."""
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=PROJECT_DIR,
+        env=manage_env(),
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=timeout,
+    )
+
+
+@dataclass(frozen=True)
+class ClosedStdoutRun:
+    returncode: int
+    lines_read: list[bytes]
+    stderr: str
+
+
+def run_manage_reader_leaves(*args: str, lines: int) -> ClosedStdoutRun:
+    """Run `manage.py args | head -<lines>`: read that many lines of stdout (0: none), then close it."""
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", *args],
+        cwd=PROJECT_DIR,
+        env=manage_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        lines_read = [process.stdout.readline() for _ in range(lines)]
+        process.stdout.close()
+        stderr = process.stderr.read()
+        process.wait(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    return ClosedStdoutRun(returncode=process.returncode, lines_read=lines_read, stderr=stderr.decode())
+
+
+@dataclass(frozen=True)
+class TerminalRun:
+    returncode: int
+    stdout: bytes
+    terminal: bytes
+
+
+def run_manage_stderr_on_terminal(*args: str) -> TerminalRun:
+    """Run `manage.py args` with stderr on a pseudo-terminal of 100 columns (stdout stays a pipe);
+    returns everything the terminal received."""
+    master, slave = os.openpty()
+    # A terminal has a size; a new pseudo-terminal's is 0x0, on which tqdm draws nothing.
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    received: list[bytes] = []
+
+    def drain() -> None:
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: every copy of the terminal's other end is closed
+                return
+            if not data:
+                return
+            received.append(data)
+
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", *args],
+            cwd=PROJECT_DIR,
+            env=manage_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=slave,
+        )
+    finally:
+        os.close(slave)
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        stdout, _ = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        reader.join(timeout=10)
+        os.close(master)
+    return TerminalRun(returncode=process.returncode, stdout=stdout, terminal=b"".join(received))
