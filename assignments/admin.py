@@ -22,7 +22,7 @@ from django.utils.html import format_html, format_html_join
 
 from assignments.charts import daily_chart
 from assignments.configuring import Actor, experiment_transition
-from assignments.forcing import FORCEABLE_STATUSES, ForceRefused, assignments_force
+from assignments.forcing import FORCEABLE_STATUSES, REASON_MAX_LENGTH, ForceRefused, assignments_force
 from assignments.forms import ExperimentForm, LabForm, SubjectTypeForm, VariantForm, VariantFormSet
 from assignments.history import change_diff, resource_history
 from assignments.models import Assignment, Cohort, Experiment, Lab, ResourceChange, SubjectType, Variant
@@ -296,7 +296,7 @@ class ForceForm(forms.Form):
 
     experiment = forms.ModelChoiceField(Experiment.objects.none(), to_field_name="key")
     variant = forms.CharField(max_length=100, help_text="The variant's ID.")
-    reason = forms.CharField(max_length=500, required=False, help_text="Kept with the assignment.")
+    reason = forms.CharField(max_length=REASON_MAX_LENGTH, required=False, help_text="Kept with the assignment.")
     replace = forms.BooleanField(required=False, help_text="Replace an assignment that is already forced.")
 
     def __init__(self, *args, subject_type: SubjectType, **kwargs) -> None:

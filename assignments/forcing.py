@@ -19,8 +19,9 @@ from django.utils import timezone
 
 from assignments.models import Assignment, Cohort, Experiment, Variant
 from assignments.storage import assignments_insert_rows
-from config.fields import subject_id_problem
+from config.fields import character_problem, subject_id_problem
 
+REASON_MAX_LENGTH = 500
 # Forcing serves nobody once an experiment has stopped assigning for good.
 FORCEABLE_STATUSES = (Experiment.Status.DRAFT, Experiment.Status.ACTIVE, Experiment.Status.WINNER_DECLARED)
 
@@ -56,6 +57,10 @@ def assignments_force(
     if variant is None:
         raise ForceRefused(f"experiment {experiment.key!r} has no variant {variant_id!r}")
     problems = [f"subject ID {sid!r}: {problem}" for sid in subject_ids if (problem := subject_id_problem(sid))]
+    if len(reason) > REASON_MAX_LENGTH:
+        problems.append(f"the reason must be at most {REASON_MAX_LENGTH} characters")
+    if reason_problem := character_problem(reason):
+        problems.append(f"the reason {reason_problem}")
     if problems:
         raise ForceRefused("; ".join(problems))
     subjects = sorted(set(subject_ids))

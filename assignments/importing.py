@@ -78,7 +78,9 @@ def _rows(path: Path, variants: dict[str, int], errors: list[str] | None) -> Ite
                 yield None
                 return
             for fields in reader:
-                yield _row(reader.line_num, fields, len(header), variants, errors)
+                # An empty line (often the last one, from an editor or `echo`) holds no row.
+                if fields:
+                    yield _row(reader.line_num, fields, len(header), variants, errors)
         except csv.Error as exc:
             error(reader.line_num, f"not valid CSV: {exc}")
             yield None
@@ -149,10 +151,16 @@ def assignments_import(
     def write(batch: list[_Row]) -> None:
         nonlocal imported, conflicts
         with transaction.atomic():
+            # Sorted by subject ID, as the API sorts its inserts, so that an import and a request that
+            # meet on the same new subjects lock them in the same order and cannot deadlock. The sort
+            # is stable: of a subject listed twice, the first line still wins.
             inserted = assignments_insert_rows(
                 experiment_pk=experiment.pk,
                 cohort=cohort,
-                rows=[(row.subject_id, row.variant_pk, row.created_at or now) for row in batch],
+                rows=[
+                    (row.subject_id, row.variant_pk, row.created_at or now)
+                    for row in sorted(batch, key=lambda row: row.subject_id)
+                ],
                 source=Assignment.Source.IMPORTED,
             )
         imported += len(inserted)

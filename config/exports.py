@@ -44,8 +44,13 @@ def since_parse(value: str) -> dt.datetime:
             f"expected an ISO 8601 date or date-time such as 2026-11-01 or 2026-11-01T10:00:00Z, got {value!r}"
         ) from None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.UTC)
-    return moment
+        return moment.replace(tzinfo=dt.UTC)
+    try:
+        # Stored and read back in UTC: a time that is in range only in its own offset
+        # (0001-01-01T00:00+01:00) could be written but never read again.
+        return moment.astimezone(dt.UTC)
+    except OverflowError:
+        raise ValueError(f"{value!r} is outside the years 1 to 9999 in UTC") from None
 
 
 def timestamp_format(moment: dt.datetime) -> str:

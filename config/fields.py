@@ -15,13 +15,19 @@ _forbidden_char = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def subject_id_problem(value: object) -> str | None:
-    """Why a value is not a valid subject ID (CONTRACT.md section 1), or None."""
+    """Why a value is not a valid subject ID (1 to 256 characters, no control characters), or None."""
     if not isinstance(value, str):
         return "must be a string"
     if not value:
         return "must not be empty"
     if len(value) > SUBJECT_ID_MAX_LENGTH:
         return f"must be at most {SUBJECT_ID_MAX_LENGTH} characters"
+    return character_problem(value)
+
+
+def character_problem(value: str) -> str | None:
+    """Why a text cannot be stored as it is (a control character, or a lone surrogate, which is
+    what bytes that are not UTF-8 become on a command line), or None."""
     match = _forbidden_char.search(value)
     if match:
         if "\ud800" <= match.group() <= "\udfff":

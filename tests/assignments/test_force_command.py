@@ -231,11 +231,6 @@ def test_force__invalid_subject_id_among_valid_ones__refused_and_nothing_stored(
     assert Assignment.objects.count() == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: assignments/forcing.py assignments_force() checks the subject IDs but not the reason; a reason "
-    "that is not valid Unicode (non-UTF-8 bytes in argv) fails in the database driver with a traceback",
-)
 def test_force__reason_not_valid_unicode__refused_and_nothing_stored(checkout):
     # What Python makes of the byte 0xFF in a command-line argument
     with pytest.raises(CommandError, match="reason"):
@@ -322,11 +317,6 @@ def test_force_process__success_and_refusals__exit_codes_and_streams(checkout):
     assert sorted(Assignment.objects.values_list("subject_id", flat=True)) == ["hashed-one", "u1"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: assignments/forcing.py assignments_force() does not check the reason; non-UTF-8 bytes in "
-    "--reason end in a UnicodeEncodeError traceback",
-)
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_force_process__reason_with_non_utf8_bytes__exit_1_message_no_traceback(checkout):

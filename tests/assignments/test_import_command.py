@@ -408,12 +408,6 @@ def test_import__missing_file__command_error_naming_it(checkout, tmp_path):
         import_command(str(tmp_path / "nowhere.csv"), "--experiment", "checkout-button")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: assignments/importing.py _row() validates created_at with config.exports.since_parse, which accepts "
-    "times whose UTC value is outside years 1-9999: PostgreSQL stores them and every later read of the row fails; "
-    "SQLite raises OverflowError while writing, after the earlier batches were committed",
-)
 def test_import__created_at_outside_the_datetime_range_in_utc__rejected_by_the_validation(checkout, tmp_path):
     # 0001-01-01T00:00:00+01:00 is 31 December of year 0 (1 BC) in UTC; 9999-12-31T23:00:00-05:00 is in year 10000
     path = csv_file(
@@ -431,12 +425,6 @@ def test_import__created_at_outside_the_datetime_range_in_utc__rejected_by_the_v
     assert Assignment.objects.count() == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: assignments/importing.py assignments_import() inserts each batch in file order, not sorted by "
-    "subject ID as storage.py asks of callers racing the API; an import and an API batch holding each other's "
-    "subjects deadlock, and PostgreSQL aborts the import",
-)
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_import__concurrent_api_batch_over_the_same_subjects__no_deadlock(checkout, tmp_path):
@@ -560,3 +548,10 @@ def test_import_process__reader_closes_stdout_at_once__exit_1_short_message(chec
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     assert result.stderr.strip() == CLOSED_STDOUT_MESSAGE
+
+
+def test_import__empty_lines__skipped(checkout, tmp_path):
+    path = csv_file(tmp_path, "subject_id,variant_id\n\nu-1,control\n\n")
+
+    assert import_command(str(path), "--experiment", "checkout-button") == "imported 1, conflicts 0\n"
+    assert stored(checkout) == {"u-1": ("control", "imported", 1)}

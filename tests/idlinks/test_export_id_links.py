@@ -145,11 +145,6 @@ def test_export_id_links__malformed_since__error_names_the_option(subject_types,
         export("--since", since)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: config/exports.py since_parse accepts a time whose UTC value is outside years 1-9999; SQLite's "
-    "adapter then raises OverflowError (a traceback, not an error naming --since), PostgreSQL takes it as a bound",
-)
 @pytest.mark.parametrize("since", ["9999-12-31T23:00:00-05:00", "0001-01-01T00:00:00+01:00"])
 def test_export_id_links__since_outside_the_datetime_range_in_utc__error_names_the_option(subject_types, since):
     add_link(subject_types, "user", "u-1", "cookie", "c-1", T0)
