@@ -317,8 +317,20 @@ class AssignmentAdmin(ExactSearchAdmin):
     search_help_text = "Exact subject ID (case-sensitive)."
     show_full_result_count = False
     paginator = EstimatedCountPaginator
-    ordering = ["-id"]
     change_list_template = "admin/assignments/lookup_link_change_list.html"
+
+    def get_ordering(self, request):
+        """Newest first, in an order an index serves without sorting the table.
+
+        Filtered by experiment: by time, through assignment_experiment_created (newest
+        entries of that experiment first, however small it is beside the others). A
+        primary-key order would walk the whole table backwards past other experiments'
+        rows to find them (1.4 s with 10 million rows of another experiment). Unfiltered:
+        by primary key, which is the order of insertion.
+        """
+        if "experiment__id__exact" in request.GET:
+            return ["-created_at", "-id"]
+        return ["-id"]
 
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("experiment", "variant")

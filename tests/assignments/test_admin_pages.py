@@ -374,3 +374,18 @@ def test_history_list__every_change_with_its_diff(staff_client, configured):
 
     assert [row.resource_version for row in listing.context["cl"].result_list] == [2, 1]
     assert "-  status: active\n+  status: ended" in text_of(page)
+
+
+def test_assignment_list__filtered_by_experiment__newest_first_by_time(staff_client, configured):
+    checkout = configured["checkout"]
+    assign(checkout, "control", 2, days_ago=3, prefix="old")
+    assign(checkout, "green", 2, days_ago=0, prefix="new")
+    assign(configured["banner"], "wide", 2, days_ago=1)
+
+    response = staff_client.get("/admin/assignments/assignment/", {"experiment__id__exact": checkout.pk})
+
+    rows = response.context["cl"].result_list
+    assert [row.subject_id.split("-")[0] for row in rows] == ["new", "new", "old", "old"]
+    assert str(response.context["cl"].result_list.query).endswith(
+        'ORDER BY "assignments_assignment"."created_at" DESC, "assignments_assignment"."id" DESC LIMIT 100'
+    )
