@@ -387,5 +387,5 @@ def test_assignment_list__filtered_by_experiment__newest_first_by_time(staff_cli
     rows = response.context["cl"].result_list
     assert [row.subject_id.split("-")[0] for row in rows] == ["new", "new", "old", "old"]
     assert str(response.context["cl"].result_list.query).endswith(
-        'ORDER BY "assignments_assignment"."created_at" DESC, "assignments_assignment"."id" DESC LIMIT 100'
+        'ORDER BY "assignments_assignment"."created_at" DESC, "assignments_assignment"."id" DESC'
     )
