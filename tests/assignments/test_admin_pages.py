@@ -7,7 +7,7 @@ import re
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -389,3 +389,18 @@ def test_assignment_list__filtered_by_experiment__newest_first_by_time(staff_cli
     assert str(response.context["cl"].result_list.query).endswith(
         'ORDER BY "assignments_assignment"."created_at" DESC, "assignments_assignment"."id" DESC'
     )
+
+
+def test_experiment_page__staff_who_may_only_view__sees_it_and_cannot_change_it(client, configured):
+    viewer = User.objects.create_user("viewer", password="pw", is_staff=True)
+    viewer.user_permissions.add(*Permission.objects.filter(codename__in=["view_experiment", "view_assignment"]))
+    client.force_login(viewer)
+    checkout = configured["checkout"]
+
+    page = client.get(f"/admin/assignments/experiment/{checkout.pk}/change/")
+    refused = client.post(f"/admin/assignments/experiment/{checkout.pk}/transition/ended/", {"confirm": "yes"})
+    lookup = client.post("/admin/assignments/assignment/lookup/?subject_type=user&subject_id=u-1", {})
+
+    assert page.status_code == 200 and "Health: 0 assignments" in text_of(page)
+    assert refused.status_code == 403 and lookup.status_code == 403
+    assert Experiment.objects.get(pk=checkout.pk).status == "active"
