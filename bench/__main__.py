@@ -54,6 +54,8 @@ def main(argv: list[str]) -> int:
     if args.profile:
         py_spy_path()
     started_at = datetime.now(UTC)
+    # Before Django imports the code measured: the checkout may move on while a long run goes.
+    commit = git_commit()
     server = DatabaseServer(args.postgres_url)
     database_url = server.recreate(args.database)
     os.environ.update(
@@ -80,7 +82,7 @@ def main(argv: list[str]) -> int:
                 "postgresql": server.version(),
                 "python": platform.python_version(),
                 "django": django.get_version(),
-                "commit": git_commit(),
+                "commit": commit,
                 "gunicorn_workers": args.workers,
                 "gunicorn_threads": args.threads,
                 "concurrency": args.concurrency,

@@ -44,7 +44,7 @@ def arguments(argv: list[str]) -> argparse.Namespace:
         scenarios=["a", "c"],
         connections=["persistent"],
         count_triggers=["on", "off"],
-        repeat=3,
+        repeat=5,
         results_name="admin",
     )
     args = parser.parse_args(argv)
@@ -60,6 +60,8 @@ def main(argv: list[str]) -> int:
     if args.profile:
         py_spy_path()
     started_at = datetime.now(UTC)
+    # Before Django imports the code measured: the checkout may move on while a long run goes.
+    commit = git_commit()
     server = DatabaseServer(args.postgres_url)
     database_url = server.recreate(args.database)
     os.environ.update(
@@ -100,7 +102,7 @@ def main(argv: list[str]) -> int:
                 "postgresql": server.version(),
                 "python": platform.python_version(),
                 "django": django.get_version(),
-                "commit": git_commit(),
+                "commit": commit,
                 "assignments": args.assignments,
                 "page_runs": args.page_runs,
                 "gunicorn_workers": args.workers,
