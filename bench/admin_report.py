@@ -55,7 +55,7 @@ def pages_table(pages: list[dict[str, Any]]) -> Table:
             [
                 page["title"] + ("" if page["shows_expected"] else " (not the expected content)"),
                 f"`{page['path']}`",
-                str(page["status"]),
+                str(page["status"]) + (f" ({page['failed_runs']} later failed)" if page["failed_runs"] else ""),
                 _ms(page["cold_ms"]),
                 _ms(page["median_ms"]),
                 queries,

@@ -205,7 +205,7 @@ class Bench:
             print(f"    profile: {self.profile_dir / profile_name}.txt", flush=True)
         return result, app, db
 
-    def baseline(self, scenario: Scenario, round_number: int, count_triggers: str = "on") -> dict[str, Any]:
+    def baseline(self, scenario: Scenario, round_number: int, count_triggers: str) -> dict[str, Any]:
         before = self.server.transactions(self.args.database)
         # Every target and trigger state asks for subjects of its own, so "new" ones are new.
         prefix = f"{scenario.key}-baseline{_state_suffix(count_triggers)}-r{round_number}"
@@ -230,9 +230,7 @@ class Bench:
             machine_busy_cores=db.machine_busy_cores,
         )
 
-    def service(
-        self, scenario: Scenario, connections: str, round_number: int, count_triggers: str = "on"
-    ) -> dict[str, Any]:
+    def service(self, scenario: Scenario, connections: str, round_number: int, count_triggers: str) -> dict[str, Any]:
         env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "bench.settings",
