@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.db import transaction
-from django.db.models import Sum
 
-from assignments.models import AssignmentCount, Experiment
+from assignments.models import Experiment
 from assignments.storage import assignments_delete_batch
 
 DELETABLE_STATUSES = (Experiment.Status.ENDED, Experiment.Status.ARCHIVED)
@@ -21,11 +20,6 @@ BATCH_SIZE = 10_000
 
 class DeleteRefused(Exception):
     """Nothing was deleted: the message says why."""
-
-
-def assignments_stored(*, experiment: Experiment) -> int:
-    """How many assignments the experiment has, from the kept counts (no scan of the assignments)."""
-    return AssignmentCount.objects.filter(experiment=experiment).aggregate(total=Sum("assignments"))["total"] or 0
 
 
 def delete_check(*, experiment: Experiment) -> None:

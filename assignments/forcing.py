@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.db.models import Max
 from django.utils import timezone
 
-from assignments.models import Assignment, Cohort, Experiment, Variant
+from assignments.models import Assignment, Experiment, Variant
+from assignments.selectors import experiment_cohort_current
 from assignments.storage import assignments_insert_rows
 from config.fields import character_problem, subject_id_problem
 
@@ -66,7 +66,7 @@ def assignments_force(
     subjects = sorted(set(subject_ids))
     now = timezone.now()
     with transaction.atomic():
-        cohort = Cohort.objects.filter(experiment=experiment).aggregate(number=Max("number"))["number"] or 1
+        cohort = experiment_cohort_current(experiment_pk=experiment.pk)
         replaced: set[str] = set()
         if replace:
             replaced_query = Assignment.objects.filter(

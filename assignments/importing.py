@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.db import transaction
-from django.db.models import Max
 from django.utils import timezone
 
-from assignments.models import Assignment, Cohort, Experiment, Variant
+from assignments.models import Assignment, Experiment, Variant
+from assignments.selectors import experiment_cohort_current
 from assignments.storage import assignments_insert_rows
 from config.exports import since_parse
 from config.fields import subject_id_problem
@@ -49,7 +49,6 @@ class ImportResult:
 
 @dataclass(frozen=True)
 class _Row:
-    line: int
     subject_id: str
     variant_pk: int
     created_at: dt.datetime | None
@@ -107,7 +106,7 @@ def _row(line: int, fields: list[str], width: int, variants: dict[str, int], err
         if errors is not None:
             errors.append(f"line {line}: {'; '.join(problems)}")
         return None
-    return _Row(line=line, subject_id=fields[0], variant_pk=variant_pk, created_at=created_at)
+    return _Row(subject_id=fields[0], variant_pk=variant_pk, created_at=created_at)
 
 
 def import_validate(*, path: Path, experiment: Experiment) -> int:
@@ -144,7 +143,7 @@ def assignments_import(
     """
     on_validated(import_validate(path=path, experiment=experiment))
     variants = _variant_pks(experiment)
-    cohort = Cohort.objects.filter(experiment=experiment).aggregate(number=Max("number"))["number"] or 1
+    cohort = experiment_cohort_current(experiment_pk=experiment.pk)
     now = timezone.now()
     imported = conflicts = 0
 

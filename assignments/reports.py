@@ -192,6 +192,11 @@ def experiment_report(experiment: Experiment) -> ExperimentReport:
     )
 
 
+def experiment_assignments_total(experiment: Experiment) -> int:
+    """How many assignments the experiment has, of every source, from the kept counts (no scan of the assignments)."""
+    return AssignmentCount.objects.filter(experiment=experiment).aggregate(total=Sum("assignments"))["total"] or 0
+
+
 @dataclass(frozen=True)
 class DailySeries:
     """New assignments (of every source) per UTC day and variant, every day from the first to the last with any."""

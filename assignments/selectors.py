@@ -39,6 +39,12 @@ def experiment_get_ci(*, experiment_id: str) -> Experiment | None:
     return Experiment.objects.get_ci(experiment_id)
 
 
+def experiment_cohort_current(*, experiment_pk: int) -> int:
+    """The number of the experiment's current cohort: the one new assignments are made in."""
+    number = Cohort.objects.filter(experiment=experiment_pk).order_by("-number").values_list("number", flat=True)
+    return number.first() or 1
+
+
 def experiment_version_get(*, experiment_pk: int) -> int | None:
     return Experiment.objects.filter(pk=experiment_pk).values_list("resource_version", flat=True).first()
 
@@ -51,14 +57,13 @@ def experiment_state_load(*, experiment_id: str) -> ExperimentState | None:
     variants = list(
         Variant.objects.filter(experiment=experiment).order_by("position").values_list("pk", "key", "split")
     )
-    cohort = Cohort.objects.filter(experiment=experiment).order_by("-number").values_list("number", flat=True).first()
     return ExperimentState(
         pk=experiment.pk,
         key=experiment.key,
         version=experiment.resource_version,
         status=experiment.status,
         salt=experiment.salt,
-        cohort=cohort or 1,
+        cohort=experiment_cohort_current(experiment_pk=experiment.pk),
         allocation=Allocation([(pk, split) for pk, _, split in variants]),
         winning_variant_pk=experiment.winning_variant_id,
         variant_keys={pk: key for pk, key, _ in variants},

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from assignments.deleting import DeleteRefused, assignments_delete, assignments_stored, delete_check
+from assignments.deleting import DeleteRefused, assignments_delete, delete_check
+from assignments.reports import experiment_assignments_total
 from assignments.selectors import experiment_get_ci
 from config.progress import progress_bar
 
@@ -23,7 +24,7 @@ class Command(BaseCommand):
             raise CommandError(f"no experiment has the ID {experiment!r}")
         try:
             delete_check(experiment=found)
-            stored = assignments_stored(experiment=found)
+            stored = experiment_assignments_total(found)
             if not yes:
                 raise CommandError(
                     f"this would delete the {stored} assignments of {found.key}; nothing deleted: add --yes to do it"

@@ -4,10 +4,9 @@ import datetime as dt
 from pathlib import Path
 
 from django.core.management.base import CommandError
-from django.db.models import Sum
 
 from assignments.exports import ASSIGNMENT_COLUMNS, assignment_rows
-from assignments.models import AssignmentCount, Experiment
+from assignments.reports import experiment_assignments_total
 from assignments.selectors import experiment_get_ci
 from config.commands import ExportCommand
 from config.exports import ExportFormat
@@ -44,13 +43,8 @@ class Command(ExportCommand):
             columns=ASSIGNMENT_COLUMNS,
             export_format=format,
             output=output,
-            total=self.stored_count(found),
+            total=experiment_assignments_total(found),
             unit="assignments",
         )
         if count is not None:
             self.stdout.write(f"exported {count} assignments of {found.key} to {output}")
-
-    def stored_count(self, experiment: Experiment) -> int:
-        """All of the experiment's assignments, from the kept counts: the progress bar's total."""
-        total = AssignmentCount.objects.filter(experiment=experiment).aggregate(total=Sum("assignments"))["total"]
-        return total or 0
