@@ -8,6 +8,7 @@ without colour vision (or in greyscale). Numbers stay available as text in the
 
 from __future__ import annotations
 
+import itertools
 from datetime import date
 
 from django.utils.html import format_html, format_html_join
@@ -42,6 +43,11 @@ def _marker(shape: str, x: float, y: float, colour: str) -> SafeString:
     if shape == "triangle":
         return format_html('<path d="M{} {}l4 7h-8z" fill="{}"/>', _n(x), _n(y - 4), colour)
     return format_html('<path d="M{} {}l4 4-4 4-4-4z" fill="{}"/>', _n(x), _n(y - 4), colour)
+
+
+def _styles():
+    """The series' styles in order, starting again after the last."""
+    return itertools.cycle(STYLES)
 
 
 def _nice_top(value: int) -> int:
@@ -99,8 +105,7 @@ def daily_chart(
             TOP + 10,
         )
     lines = []
-    for index, (name, counts) in enumerate(series.items()):
-        colour, dash, shape = STYLES[index % len(STYLES)]
+    for (name, counts), (colour, dash, shape) in zip(series.items(), _styles(), strict=False):
         points = " ".join(f"{x(i):.1f},{y(count):.1f}" for i, count in enumerate(counts))
         markers = (
             format_html_join(
@@ -132,15 +137,8 @@ def daily_chart(
         '<g transform="translate({},{})"><line x1="0" x2="28" y1="0" y2="0" stroke="{}" stroke-width="2" '
         'stroke-dasharray="{}"/>{}<text x="34" y="4" font-size="12">{}</text></g>',
         (
-            (
-                LEFT + 140 * index,
-                HEIGHT + 4,
-                STYLES[index % len(STYLES)][0],
-                STYLES[index % len(STYLES)][1],
-                _marker(STYLES[index % len(STYLES)][2], 14, 0, STYLES[index % len(STYLES)][0]),
-                name,
-            )
-            for index, name in enumerate(series)
+            (LEFT + 140 * index, HEIGHT + 4, colour, dash, _marker(shape, 14, 0, colour), name)
+            for index, (name, (colour, dash, shape)) in enumerate(zip(series, _styles(), strict=False))
         ),
     )
     axes = format_html(

@@ -61,8 +61,9 @@ def assignments_of(identifiers: list[tuple[SubjectType, str]]) -> list[Assignmen
 def subject_lookup(*, subject_type: SubjectType, subject_id: str, depth: int) -> SubjectLookup:
     """The subject's assignments, and each identifier linked to it within `depth` links with theirs.
 
-    Costs the link walk (one query per level, idlinks.selectors) and two more
-    queries for the assignments of the subject and all its linked identifiers.
+    Costs the link walk (one query per level, idlinks.selectors), the subject types
+    when anything is linked, and two queries (the experiments of those types, then
+    their assignments) for the subject and all its linked identifiers together.
     """
     connected = identifiers_connected(
         subject_type=subject_type.key,
