@@ -13,8 +13,9 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from assignments.assigning import assign_subjects
-from config.api import JsonApiView
+from config.api import JsonApiView, RequestBody
 from config.authentication import IsProxyRole
+from config.database import with_live_connection
 from config.fields import StrictStringField, SubjectIdListField
 from config.schema import TOKEN_PROBLEMS, ProblemDoc, problem_responses
 
@@ -26,6 +27,8 @@ class ExperimentAssignmentsApi(JsonApiView):
     class InputSerializer(serializers.Serializer):
         experiment_id = StrictStringField(max_length=1000)
         subject_ids = SubjectIdListField()
+
+    body = RequestBody(InputSerializer)
 
     @extend_schema(
         operation_id="experiment_assignments",
@@ -72,10 +75,8 @@ class ExperimentAssignmentsApi(JsonApiView):
         },
     )
     def post(self, request):
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        assignments = assign_subjects(
-            experiment_id=serializer.validated_data["experiment_id"],
-            subject_ids=serializer.validated_data["subject_ids"],
+        data = self.body.validate(request.data)
+        assignments = with_live_connection(
+            assign_subjects, experiment_id=data["experiment_id"], subject_ids=data["subject_ids"]
         )
         return Response({"assignments": assignments})

@@ -4,18 +4,23 @@ The ORM would send `subject_id IN (...)` with one parameter per subject. Here a
 batch travels as one JSON text parameter, expanded by the database
 (json_array_elements on PostgreSQL, json_each on SQLite) and joined to the unique
 index on (experiment_id, subject_id), which a join keeps in use even when the
-table's statistics are stale. One JSON string rather than arrays: Django binds
-parameters on the client, and its conversion of a 1000-item array cost more than
-the statements themselves (docs/benchmarks.md).
+table's statistics are stale. One JSON string rather than arrays: converting a
+1000-item array parameter cost more than the statements themselves
+(docs/benchmarks.md). Where it is safe, the statements are prepared
+(config.database.statement_cursor).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import datetime
 
+import orjson
 from django.db import connection
+
+from config.database import statement_cursor
+
+TABLE = "assignments_assignment"
 
 # The first branch returns the experiment's resource_version (its row has a NULL
 # subject ID), so the caller learns whether its cached state is stale at no extra
@@ -58,14 +63,14 @@ RETURNING subject_id, variant_id
 
 
 def _json(value: list) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return orjson.dumps(value).decode()
 
 
 def assignments_fetch(*, experiment_pk: int, subject_ids: Sequence[str]) -> tuple[int | None, dict[str, int]]:
     """The experiment's current resource_version (None if it is gone), and the stored
     variant primary keys of those subjects that have one."""
     sql = POSTGRES_FETCH if connection.vendor == "postgresql" else SQLITE_FETCH
-    with connection.cursor() as cursor:
+    with statement_cursor(table=TABLE) as cursor:
         cursor.execute(sql, [experiment_pk, _json(list(subject_ids)), experiment_pk])
         version = None
         stored = {}
@@ -84,7 +89,7 @@ def assignments_insert(
     assigned; returns the rows this call inserted."""
     sql = POSTGRES_INSERT if connection.vendor == "postgresql" else SQLITE_INSERT
     created = connection.ops.adapt_datetimefield_value(created_at)
-    with connection.cursor() as cursor:
+    with statement_cursor(table=TABLE) as cursor:
         cursor.execute(sql, [experiment_pk, cohort, created, _json([list(row) for row in rows])])
         return dict(cursor.fetchall())
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from django.utils import timezone
 from rest_framework import authentication, exceptions, permissions
 
+from config.database import with_live_connection
 from tokens.cache import ApiTokenSnapshot
 from tokens.models import Role
 from tokens.selectors import api_token_verify
@@ -53,20 +54,26 @@ def presented_token(request) -> str | None:
     return None
 
 
+def _verified_and_used(token: str) -> ApiTokenSnapshot:
+    """The usable token behind `token`, its use recorded (both from the cache, mostly)."""
+    api_token = api_token_verify(token=token)
+    now = timezone.now()
+    if api_token is None:
+        raise exceptions.AuthenticationFailed("The token is not known.")
+    if api_token.revoked_at is not None:
+        raise exceptions.AuthenticationFailed("The token has been revoked.")
+    if not api_token.is_usable(now=now):
+        raise exceptions.AuthenticationFailed("The token has expired.")
+    api_token_record_use(api_token=api_token, now=now)
+    return api_token
+
+
 class ApiTokenAuthentication(authentication.BaseAuthentication):
     def authenticate(self, request):
         token = presented_token(request)
         if token is None:
             return None
-        api_token = api_token_verify(token=token)
-        now = timezone.now()
-        if api_token is None:
-            raise exceptions.AuthenticationFailed("The token is not known.")
-        if api_token.revoked_at is not None:
-            raise exceptions.AuthenticationFailed("The token has been revoked.")
-        if not api_token.is_usable(now=now):
-            raise exceptions.AuthenticationFailed("The token has expired.")
-        api_token_record_use(api_token=api_token, now=now)
+        api_token = with_live_connection(_verified_and_used, token)
         return TokenUser(token_name=api_token.name, role=api_token.role), api_token
 
     def authenticate_header(self, request) -> str:

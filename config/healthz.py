@@ -9,9 +9,8 @@ database accepts connections and never replies. Timeouts on the connection
 alone do not give that: connect_timeout bounds the handshake, but a server
 that stops answering mid-query (frozen, or cut off by a network partition)
 keeps a client waiting with no client-side limit, and statement_timeout is
-enforced by that same unresponsive server. So the probe (a fresh connection
-and SELECT 1, never the request's own connection, whose failure would say
-nothing about a new one and whose hang would hang the request) runs in a
+enforced by that same unresponsive server. So the probe (SELECT 1 on the
+probe's own kept connection, see ProbeConnection) runs in a
 daemon thread and the request waits for it at most PROBE_TIMEOUT_SECONDS.
 One probe at a time per process: concurrent checks share the probe in flight,
 so a hanging database cannot pile up threads, and a probe hung for longer
@@ -27,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.http import HttpResponse
@@ -45,21 +45,78 @@ BODY_OK = {"status": "ok", "database": "ok"}
 BODY_UNAVAILABLE = {"status": "unavailable", "database": "unavailable"}
 
 
-def database_query() -> None:
-    """Open a new connection with the service's own settings and run SELECT 1; raises on any failure.
-
-    The backend's own connect is used (so DATABASE_URL options such as
-    connect_timeout apply), bypassing the wrapper's request-scoped state.
-    """
+def _connection_new():
+    """A new connection with the service's own settings, bypassing the wrapper's request-scoped state
+    (so DATABASE_URL options such as connect_timeout apply)."""
     wrapper = connections.create_connection(DEFAULT_DB_ALIAS)
-    raw = wrapper.get_new_connection(wrapper.get_connection_params())
+    wrapper.connection = wrapper.get_new_connection(wrapper.get_connection_params())
+    # Kept between probes, it must not sit idle in a transaction that SELECT 1 opened.
+    wrapper.set_autocommit(True)
+    return wrapper.connection
+
+
+def _select_one(raw) -> None:
+    cursor = raw.cursor()
     try:
-        cursor = raw.cursor()
         cursor.execute("SELECT 1")
         cursor.fetchone()
-        cursor.close()
     finally:
+        cursor.close()
+
+
+class ProbeConnection:
+    """The probe's own connection, kept from one probe to the next.
+
+    A new connection per check would make PostgreSQL fork a backend for every
+    probe: with a platform's probes, a load balancer's and a few workers each,
+    that is most of what a health check costs the database. The connection is
+    never a request's: a request's failure says nothing about a new one, and its
+    hang would hang the check. A probe takes it out while it runs (a hung probe
+    keeps its own); if the kept one fails, a new one is tried at once, so a
+    connection dropped while idle is not reported as an outage.
+    """
+
+    def __init__(self, connect: Callable[[], Any] = _connection_new) -> None:
+        self._connect = connect
+        self._idle = None
+        self._lock = threading.Lock()
+
+    def query(self) -> None:
+        """SELECT 1 on the kept connection, or on a new one; raises on any failure."""
+        with self._lock:
+            raw, self._idle = self._idle, None
+        if raw is not None:
+            try:
+                _select_one(raw)
+            except Exception:
+                _close_quietly(raw)
+                raw = None
+        if raw is None:
+            raw = self._connect()
+            try:
+                _select_one(raw)
+            except Exception:
+                _close_quietly(raw)
+                raise
+        with self._lock:
+            if self._idle is None:
+                self._idle, raw = raw, None
+        if raw is not None:
+            _close_quietly(raw)
+
+    def close(self) -> None:
+        """Close the kept connection, if any; the next probe opens a new one."""
+        with self._lock:
+            raw, self._idle = self._idle, None
+        if raw is not None:
+            _close_quietly(raw)
+
+
+def _close_quietly(raw) -> None:
+    try:
         raw.close()
+    except Exception:
+        logger.debug("health check: closing a probe connection failed", exc_info=True)
 
 
 @dataclass
@@ -75,7 +132,7 @@ class DatabaseProbe:
 
     def __init__(
         self,
-        query: Callable[[], None] = database_query,
+        query: Callable[[], None],
         *,
         abandon_after: float = PROBE_ABANDON_SECONDS,
         max_abandoned: int = MAX_ABANDONED_PROBES,
@@ -128,7 +185,8 @@ class DatabaseProbe:
         return probe.ok
 
 
-database_probe = DatabaseProbe()
+probe_connection = ProbeConnection()
+database_probe = DatabaseProbe(probe_connection.query)
 
 
 def _json_response(body: dict, *, status: int) -> HttpResponse:

@@ -3,15 +3,69 @@
 from __future__ import annotations
 
 import logging
+import re
 import sys
 
 from django.conf import settings
+from django.contrib.auth.middleware import AuthenticationMiddleware
+from django.contrib.messages.middleware import MessageMiddleware
+from django.contrib.sessions.middleware import SessionMiddleware
 from django.core.signals import got_request_exception
+from django.db import connection
 
 from config.exceptions import database_unavailable_problem, is_database_unavailable
 from config.problems import problem_response
 
 logger = logging.getLogger(__name__)
+
+# The token-authenticated JSON endpoints (config/urls.py). Their views read no
+# session, Django user or message.
+API_PATH = re.compile(r"/(?:experiment-assignments|assignments|id-link)/?")
+
+
+def is_api_request(request) -> bool:
+    return API_PATH.fullmatch(request.path_info) is not None
+
+
+def staff_only(middleware_class: type) -> type:
+    """`middleware_class` as it is for the staff console and the pages, passed by on API requests.
+
+    On the hot path each of these is work per request (a session store, a lazy
+    user, a message store) that an API request never uses.
+    """
+
+    class StaffOnly(middleware_class):
+        def __call__(self, request):
+            if is_api_request(request):
+                return self.get_response(request)
+            return super().__call__(request)
+
+    StaffOnly.__name__ = StaffOnly.__qualname__ = f"StaffOnly{middleware_class.__name__}"
+    StaffOnly.__doc__ = f"{middleware_class.__name__}, not run on API requests (config.middleware.staff_only)."
+    return StaffOnly
+
+
+StaffOnlySessionMiddleware = staff_only(SessionMiddleware)
+StaffOnlyAuthenticationMiddleware = staff_only(AuthenticationMiddleware)
+StaffOnlyMessageMiddleware = staff_only(MessageMiddleware)
+
+
+class ConnectionCheckMiddleware:
+    """Before a staff page, close a kept database connection that no longer answers (one SELECT 1).
+
+    Django's CONN_HEALTH_CHECKS would do it before every request's first query, API
+    requests included, where that round trip cost more than their own statements.
+    API views instead retry once on a new connection when a kept one turns out to
+    be broken (config.database.with_live_connection): no round trip while it works.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if not is_api_request(request) and connection.connection is not None and not connection.is_usable():
+            connection.close()
+        return self.get_response(request)
 
 
 class BodySizeLimitMiddleware:
@@ -55,7 +109,7 @@ class DatabaseUnavailableMiddleware:
     Django before it reaches here; got_request_exception marks the request so
     that response is replaced. Reconnecting needs nothing here: at the end of
     the request Django drops a connection that had an error and no longer
-    answers, and CONN_HEALTH_CHECKS tests a reused one before the next query.
+    answers, and ConnectionCheckMiddleware or with_live_connection replaces a kept one that broke.
     """
 
     def __init__(self, get_response):

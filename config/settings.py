@@ -23,10 +23,10 @@ DEFAULT_DATABASE_URL = f"sqlite:///{VAR_DIR / 'db.sqlite3'}"
 DATABASE_URL = env_str("DATABASE_URL", "") or DEFAULT_DATABASE_URL
 DATABASES = {"default": database_from_url("DATABASE_URL", DATABASE_URL)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # Persistent connections, checked before reuse: a request after a database
-    # restart reconnects instead of failing on a dead socket.
+    # Persistent connections. A kept one that broke (a database restart) is replaced
+    # without a round trip per request: config.middleware.ConnectionCheckMiddleware
+    # before staff pages, config.database.with_live_connection on the API.
     DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 600, minimum=0)
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
     DATABASES["default"]["OPTIONS"].setdefault("connect_timeout", "3")
 else:
     VAR_DIR.mkdir(exist_ok=True)
@@ -36,6 +36,11 @@ else:
         "transaction_mode": "IMMEDIATE",
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
+
+# The assignment hot path's statements prepared once per connection (config/database.py).
+# Off behind a pooler that cannot keep prepared statements: PgBouncer in transaction mode
+# before 1.21, or with max_prepared_statements = 0 (docs/deployment.md).
+DATABASE_PREPARED_STATEMENTS = env_bool("DATABASE_PREPARED_STATEMENTS", True)
 
 SECRET_KEY = secret_key(
     "SECRET_KEY",
@@ -84,11 +89,15 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Serves the admin's and /api/docs' assets from the installed packages: no CDN, no collectstatic.
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
+    "config.middleware.ConnectionCheckMiddleware",
+    # Sessions, users and messages are the staff console's: API requests pass them by
+    # (config.middleware.staff_only). CSRF and framing stay as they are, for every
+    # request: a header check each, and `manage.py check --deploy` looks for them.
+    "config.middleware.StaffOnlySessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "config.middleware.StaffOnlyAuthenticationMiddleware",
+    "config.middleware.StaffOnlyMessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
@@ -129,7 +138,7 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["config.authentication.ApiTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["config.authentication.IsAdminRole"],
     "DEFAULT_PARSER_CLASSES": ["config.parsers.JsonParser"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_RENDERER_CLASSES": ["config.renderers.JsonRenderer"],
     "EXCEPTION_HANDLER": "config.exceptions.problem_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,

@@ -12,8 +12,9 @@ from drf_spectacular.utils import (
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from config.api import JsonApiView
+from config.api import JsonApiView, RequestBody
 from config.authentication import IsProxyRole
+from config.database import with_live_connection
 from config.fields import StrictStringField, SubjectIdField
 from config.schema import TOKEN_PROBLEMS, ProblemDoc, problem_responses
 from idlinks.services import Identifier, id_link_create
@@ -47,6 +48,8 @@ class IdLinkApi(JsonApiView):
                 "max_length": "must contain exactly 2 identifiers",
             },
         )
+
+    body = RequestBody(InputSerializer)
 
     @extend_schema(
         operation_id="id_link",
@@ -86,8 +89,7 @@ class IdLinkApi(JsonApiView):
         },
     )
     def post(self, request):
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        first, second = (Identifier(**item) for item in serializer.validated_data["identifiers"])
-        id_link_create(first=first, second=second)
+        data = self.body.validate(request.data)
+        first, second = (Identifier(**item) for item in data["identifiers"])
+        with_live_connection(id_link_create, first=first, second=second)
         return Response({"success": True})

@@ -16,6 +16,7 @@ from hypothesis import settings as hypothesis_settings
 from assignments.configuring import Actor, resources_apply
 from assignments.resources import resources_parse
 from assignments.selectors import experiment_states
+from config.healthz import probe_connection
 from tests.server import free_port
 from tokens.models import Role
 from tokens.services import api_token_create
@@ -133,8 +134,10 @@ def database_unreachable():
     path in a missing directory. Only new connections are affected: a PostgreSQL
     test closes the open connection first to make the service reconnect (so it
     needs django_db(transaction=True)); SQLite's in-memory test database keeps
-    its one connection whatever the settings say.
+    its one connection whatever the settings say. The health probe's kept
+    connection is closed here, as an outage would break it.
     """
+    probe_connection.close()
     settings_dict = connection.settings_dict
     saved = {key: settings_dict[key] for key in ("NAME", "HOST", "PORT")}
     if connection.vendor == "postgresql":

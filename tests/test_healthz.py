@@ -13,7 +13,7 @@ from django.core.handlers.exception import convert_exception_to_response
 from django.db import connection, connections
 from django.test import Client, RequestFactory
 
-from config.healthz import DatabaseProbe
+from config.healthz import DatabaseProbe, probe_connection
 from config.middleware import DatabaseUnavailableMiddleware
 from tests.conftest import database_unreachable
 from tests.server import wait_until
@@ -39,6 +39,8 @@ def silent_database():
         settings_dict = connection.settings_dict
         saved = {key: settings_dict[key] for key in ("HOST", "PORT")}
         settings_dict.update(HOST="127.0.0.1", PORT=str(listener.getsockname()[1]))
+        # Only new connections go there: the probe's kept one must be new too.
+        probe_connection.close()
         try:
             yield
         finally:

@@ -1,0 +1,88 @@
+"""The hot path's use of database connections: surviving a kept one that broke, and prepared statements."""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
+
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, connection
+from django.db.backends.postgresql.base import ServerBindingCursor as DjangoServerBindingCursor
+
+logger = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def with_live_connection(function: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+    """`function(*args, **kwargs)`, run once more on a new connection if the kept one had broken.
+
+    Connections live across requests (CONN_MAX_AGE). After a database restart or
+    a failover, or once a network device dropped an idle one, the first statement
+    on it fails. Testing the connection before every request would cost a round
+    trip each time; instead a failure on a connection this call did not open, that
+    no longer answers, is retried once on a new one. Only for idempotent work
+    outside a transaction: both assignment endpoints and /id-link are, since a
+    retry finds the rows the first attempt may have stored and answers with them.
+    A failure on a new connection, or on one that still answers, is not retried.
+    """
+    kept = connection.connection is not None and not connection.in_atomic_block
+    try:
+        return function(*args, **kwargs)
+    except (OperationalError, InterfaceError):
+        if not kept or connection.is_usable():
+            raise
+        logger.info("database connection kept from an earlier request had broken; retrying on a new one")
+        connection.close()
+        return function(*args, **kwargs)
+
+
+# Statements are prepared on a connection only if the table they read was at least
+# this big when the connection first ran one. PostgreSQL switches a prepared
+# statement to a generic plan after five runs and keeps it until the table is
+# analysed again; a generic plan made on a small table scans it (a hash join over
+# the experiment's rows), and kept while the table grows, that takes a request
+# from a millisecond to a second. From this size on, every plan the planner
+# makes probes the unique index, and so does the one it keeps. A connection that
+# found the table smaller plans every statement afresh; connections are renewed
+# every DATABASE_CONN_MAX_AGE seconds, so a growing table is soon prepared for.
+PREPARE_MIN_TABLE_BYTES = 16 * 1024 * 1024
+
+_prepare_safe: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+
+
+class _PreparingCursor(DjangoServerBindingCursor):
+    """Parameters bound by the server, and every statement prepared on the first run.
+
+    Preparing saves PostgreSQL parsing and planning the hot path's statements
+    on every request, about half of their server time (docs/benchmarks.md).
+    """
+
+    def execute(self, query, params=None, *, prepare=True, binary=None):
+        return super().execute(query, params, prepare=prepare, binary=binary)
+
+
+def _table_is_large(raw, table: str) -> bool:
+    with raw.cursor() as cursor:
+        cursor.execute("SELECT pg_relation_size(%s::regclass)", [table])
+        return cursor.fetchone()[0] >= PREPARE_MIN_TABLE_BYTES
+
+
+def statement_cursor(*, table: str):
+    """A cursor for the hot path's statements on `table`: one that prepares them where that is
+    safe (PostgreSQL, DATABASE_PREPARED_STATEMENTS on, the table big enough), else Django's own."""
+    if connection.vendor != "postgresql" or not settings.DATABASE_PREPARED_STATEMENTS:
+        return connection.cursor()
+    connection.ensure_connection()
+    raw = connection.connection
+    safe = _prepare_safe.get(raw)
+    if safe is None:
+        with connection.wrap_database_errors:
+            safe = _prepare_safe[raw] = _table_is_large(raw, table)
+    if not safe:
+        return connection.cursor()
+    cursor = _PreparingCursor(raw)
+    return connection.make_debug_cursor(cursor) if connection.queries_logged else connection.make_cursor(cursor)
