@@ -25,12 +25,23 @@ TABLE = "assignments_assignment"
 # The first branch returns the experiment's resource_version (its row has a NULL
 # subject ID), so the caller learns whether its cached state is stale at no extra
 # round trip; no row at all means the experiment is gone.
+#
+# Each subject is looked up on its own, through the unique index on (experiment_id,
+# subject_id): OFFSET 0 keeps the planner from turning the lookup into a join, for
+# which it could pick a scan of all the experiment's rows. This statement is
+# prepared (config.database.statement_cursor), and a prepared statement's generic
+# plan is chosen without knowing the experiment: with many small experiments in the
+# statistics, a join plan would read the whole of a big one on every request.
 POSTGRES_FETCH = """
 SELECT NULL, NULL, e.resource_version FROM assignments_experiment e WHERE e.id = %s
 UNION ALL
-SELECT a.subject_id, a.variant_id, NULL
+SELECT s.subject_id, a.variant_id, NULL
 FROM json_array_elements_text(%s::json) AS s(subject_id)
-JOIN assignments_assignment a ON a.experiment_id = %s AND a.subject_id = s.subject_id
+CROSS JOIN LATERAL (
+    SELECT variant_id FROM assignments_assignment
+    WHERE experiment_id = %s AND subject_id = s.subject_id
+    OFFSET 0
+) AS a
 """
 
 # Rows arrive sorted by subject ID, so two batches that overlap take their

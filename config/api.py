@@ -25,6 +25,8 @@ class RequestBody:
 
     def __init__(self, serializer_class: type[serializers.Serializer]) -> None:
         self._serializer = serializer_class()
+        # The fields are bound on first use: now, at import, before gunicorn forks its workers.
+        self._serializer.fields  # noqa: B018
 
     def validate(self, data: Any) -> dict[str, Any]:
         try:

@@ -45,7 +45,7 @@ BODY_OK = {"status": "ok", "database": "ok"}
 BODY_UNAVAILABLE = {"status": "unavailable", "database": "unavailable"}
 
 
-def _connection_new():
+def connection_open():
     """A new connection with the service's own settings, bypassing the wrapper's request-scoped state
     (so DATABASE_URL options such as connect_timeout apply)."""
     wrapper = connections.create_connection(DEFAULT_DB_ALIAS)
@@ -76,7 +76,7 @@ class ProbeConnection:
     connection dropped while idle is not reported as an outage.
     """
 
-    def __init__(self, connect: Callable[[], Any] = _connection_new) -> None:
+    def __init__(self, connect: Callable[[], Any] = connection_open) -> None:
         self._connect = connect
         self._idle = None
         self._lock = threading.Lock()

@@ -22,12 +22,20 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1")
 DEFAULT_DATABASE_URL = f"sqlite:///{VAR_DIR / 'db.sqlite3'}"
 DATABASE_URL = env_str("DATABASE_URL", "") or DEFAULT_DATABASE_URL
 DATABASES = {"default": database_from_url("DATABASE_URL", DATABASE_URL)}
+# The assignment hot path's statements prepared once per connection (config/database.py).
+# Off behind a pooler that cannot keep prepared statements: PgBouncer in transaction mode
+# before 1.21, or with max_prepared_statements = 0 (docs/deployment.md).
+DATABASE_PREPARED_STATEMENTS = env_bool("DATABASE_PREPARED_STATEMENTS", True)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Persistent connections. A kept one that broke (a database restart) is replaced
     # without a round trip per request: config.middleware.ConnectionCheckMiddleware
     # before staff pages, config.database.with_live_connection on the API.
     DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 600, minimum=0)
     DATABASES["default"]["OPTIONS"].setdefault("connect_timeout", "3")
+    if DATABASE_PREPARED_STATEMENTS:
+        # Django turns psycopg's prepared statements off; only the hot path's cursor asks for them,
+        # every other query binds its parameters on the client and is never prepared.
+        DATABASES["default"]["OPTIONS"].setdefault("prepare_threshold", 5)
 else:
     VAR_DIR.mkdir(exist_ok=True)
     DATABASES["default"]["OPTIONS"] = {
@@ -36,11 +44,6 @@ else:
         "transaction_mode": "IMMEDIATE",
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
-
-# The assignment hot path's statements prepared once per connection (config/database.py).
-# Off behind a pooler that cannot keep prepared statements: PgBouncer in transaction mode
-# before 1.21, or with max_prepared_statements = 0 (docs/deployment.md).
-DATABASE_PREPARED_STATEMENTS = env_bool("DATABASE_PREPARED_STATEMENTS", True)
 
 SECRET_KEY = secret_key(
     "SECRET_KEY",

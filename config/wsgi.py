@@ -1,4 +1,5 @@
 import os
+from importlib import import_module
 
 from django.conf import settings
 from django.core.wsgi import get_wsgi_application
@@ -7,4 +8,10 @@ from config.chunked import with_chunked_bodies
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
-application = with_chunked_bodies(get_wsgi_application(), limit=lambda: settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+django_application = get_wsgi_application()
+# Django imports the URLconf, and with it every view, admin and serializer module, on the
+# first request. Done here instead: gunicorn preloads this module in its master (deploy/
+# gunicorn.conf.py), so no worker's first requests wait for the imports.
+import_module(settings.ROOT_URLCONF)
+
+application = with_chunked_bodies(django_application, limit=lambda: settings.DATA_UPLOAD_MAX_MEMORY_SIZE)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from config.env import env_int, env_str
+from config.env import env_bool, env_int, env_str
 
 bind = env_str("GUNICORN_BIND", "127.0.0.1:8000")
 workers = env_int("GUNICORN_WORKERS", 2 * (os.cpu_count() or 1) + 1, minimum=1, maximum=256)
@@ -29,13 +29,20 @@ keepalive = env_int("GUNICORN_KEEPALIVE", 75, minimum=0)
 # Recycle workers now and then (jittered, so not all at once) to bound slow memory growth.
 max_requests = env_int("GUNICORN_MAX_REQUESTS", 10_000, minimum=0)
 max_requests_jitter = env_int("GUNICORN_MAX_REQUESTS_JITTER", 1_000, minimum=0)
+# The application is imported once, in the master, and every worker is forked from it
+# (config/wsgi.py imports the URLs, views and their schema up front). A worker that
+# replaces a recycled one then answers at once: without it, its first requests wait
+# 2 to 3 s for Django's lazy imports. No database connection is opened before the fork.
+preload_app = env_bool("GUNICORN_PRELOAD", True)
 limit_request_line = 4094
 # gunicorn's runtime control socket defaults to one shared path per user ($HOME/.gunicorn/gunicorn.ctl),
 # which a second instance on the host would take over; this service is managed by its supervisor instead.
 control_socket_disable = True
 limit_request_fields = 100
 
-accesslog = "-"
+# One line per request on stdout; GUNICORN_ACCESS_LOG=false leaves it to the proxy in front
+# (deploy/proxy/ logs every request too), which saves each worker a write per request.
+accesslog = "-" if env_bool("GUNICORN_ACCESS_LOG", True) else None
 errorlog = "-"
 # The client address the proxy saw is in X-Forwarded-For; tokens and bodies are never logged.
 access_log_format = '%(h)s xff=%({x-forwarded-for}i)s "%(r)s" %(s)s %(B)s %(M)sms "%(a)s"'

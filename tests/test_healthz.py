@@ -5,15 +5,17 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import sqlite3
 import threading
 import time
 
+import psycopg
 import pytest
 from django.core.handlers.exception import convert_exception_to_response
 from django.db import connection, connections
 from django.test import Client, RequestFactory
 
-from config.healthz import DatabaseProbe, probe_connection
+from config.healthz import DatabaseProbe, ProbeConnection, connection_open, probe_connection
 from config.middleware import DatabaseUnavailableMiddleware
 from tests.conftest import database_unreachable
 from tests.server import wait_until
@@ -258,3 +260,60 @@ def test_database_unavailable_middleware__admin_page_while_database_down__503_th
         assert response.json()["code"] == "database_unavailable"
 
     assert admin_client.get("/admin/").status_code == 200
+
+
+def counting_connect(opened: list):
+    def connect():
+        raw = connection_open()
+        opened.append(raw)
+        return raw
+
+    return connect
+
+
+@pytest.mark.postgres
+def test_probe_connection__successive_probes__one_connection_kept(db):
+    # Given
+    opened = []
+    probe = ProbeConnection(counting_connect(opened))
+
+    # When
+    for _ in range(5):
+        probe.query()
+
+    # Then: PostgreSQL forked one backend, not one per probe
+    assert len(opened) == 1
+    probe.close()
+    assert opened[0].closed
+
+
+@pytest.mark.postgres
+def test_probe_connection__kept_connection_ended__next_probe_succeeds_on_a_new_one(db):
+    # Given: a kept connection whose backend is ended (a restart, an idle timeout)
+    opened = []
+    probe = ProbeConnection(counting_connect(opened))
+    probe.query()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", [opened[0].info.backend_pid])
+
+    # When / Then: no false alarm, and the new connection is the one kept
+    probe.query()
+    assert len(opened) == 2
+    probe.query()
+    assert len(opened) == 2
+    probe.close()
+
+
+def test_probe_connection__database_down__raises_and_keeps_nothing(db):
+    opened = []
+    probe = ProbeConnection(counting_connect(opened))
+    probe.query()
+    probe.close()
+
+    # The driver's own error: the probe works below Django's connection wrapper.
+    with database_unreachable(), pytest.raises((psycopg.Error, sqlite3.Error)):
+        probe.query()
+
+    probe.query()
+    assert len(opened) == 2
+    probe.close()

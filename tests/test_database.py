@@ -1,0 +1,181 @@
+"""The hot path's connections: a kept one that broke is replaced without a round trip per request,
+and statements are prepared only where a kept plan cannot go wrong (config/database.py)."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from django.db import OperationalError, connection
+from django.test import Client
+
+from assignments.assigning import assign_subjects
+from assignments.models import Experiment, Variant
+from config.database import PREPARE_MIN_TABLE_BYTES, with_live_connection
+from tests.conftest import database_unreachable
+
+pytestmark = pytest.mark.postgres
+
+
+def backend_pid() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return cursor.fetchone()[0]
+
+
+def terminate(pid: int) -> None:
+    """End a backend from another session, as a database restart or a dropped link would."""
+    with psycopg.connect(**connection.get_connection_params(), autocommit=True) as other:
+        other.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_live_connection__kept_connection_broke__retried_once_on_a_new_one():
+    # Given: a connection kept from an earlier request, whose backend has since gone away
+    old_pid = backend_pid()
+    terminate(old_pid)
+    calls = []
+
+    def work() -> int:
+        calls.append(1)
+        return backend_pid()
+
+    # When
+    new_pid = with_live_connection(work)
+
+    # Then: the first attempt failed on the dead connection, the retry ran on a new one
+    assert len(calls) == 2
+    assert new_pid != old_pid
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_live_connection__broken_connection_without_it__the_request_fails():
+    # The failure with_live_connection absorbs: without it, the first statement on the dead connection raises.
+    terminate(backend_pid())
+
+    with pytest.raises(OperationalError):
+        backend_pid()
+    connection.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_live_connection__database_down_on_a_new_connection__not_retried():
+    connection.close()
+    calls = []
+
+    def work() -> int:
+        calls.append(1)
+        return backend_pid()
+
+    with database_unreachable(), pytest.raises(OperationalError):
+        with_live_connection(work)
+
+    assert calls == [1]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_api_request__kept_connection_broke__answered_200_not_503(demo_config, proxy_token):
+    # Given: a warm process whose kept connection has died (the token and the experiment are cached)
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {proxy_token}")
+    body = {"experiment_id": "checkout-button", "subject_ids": ["u-1"]}
+    first = client.post("/experiment-assignments", body, content_type="application/json")
+    terminate(backend_pid())
+
+    # When
+    again = client.post("/experiment-assignments", body, content_type="application/json")
+
+    # Then
+    assert again.status_code == 200, again.content
+    assert again.json() == first.json()
+
+
+def prepared_statements() -> list[tuple[str, str, int, int]]:
+    """This session's prepared statements: (name, statement, generic plans, custom plans)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT name, statement, generic_plans, custom_plans FROM pg_prepared_statements")
+        return cursor.fetchall()
+
+
+def grow_assignments(experiment: Experiment, *, rows: int) -> None:
+    """Add `rows` assignments in one statement, leaving the statistics as they were (no ANALYZE)."""
+    variant = Variant.objects.filter(experiment=experiment).first()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO assignments_assignment (experiment_id, subject_id, variant_id, cohort, created_at) "
+            "SELECT %s, 'grown-' || n, %s, 1, now() FROM generate_series(1, %s) AS n",
+            [experiment.pk, variant.pk, rows],
+        )
+        cursor.execute("SELECT pg_relation_size('assignments_assignment')")
+        assert cursor.fetchone()[0] >= PREPARE_MIN_TABLE_BYTES
+
+
+def fetch_plan(name: str, experiment: Experiment) -> str:
+    """The plan this session would run the prepared fetch with (its kept generic plan, once it has one)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN EXECUTE {name}(%s, %s, %s)", [experiment.pk, '["grown-7"]', experiment.pk])
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+@pytest.fixture
+def unanalysed_assignments(transactional_db):
+    """A new connection (no statement prepared yet) and an assignments table without autovacuum,
+    so only these tests decide when it is analysed; both put back afterwards."""
+    connection.close()
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE assignments_assignment SET (autovacuum_enabled = false)")
+    yield
+    connection.close()
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE assignments_assignment RESET (autovacuum_enabled)")
+
+
+def test_statements__table_grows_from_empty__never_prepared_on_that_connection(unanalysed_assignments, demo_config):
+    # Given: a connection that first ran the hot path while the table was empty
+    experiment = Experiment.objects.get(key="checkout-button")
+    for number in range(10):
+        assign_subjects(experiment_id="checkout-button", subject_ids=[f"early-{number}"])
+
+    # When: the table grows past the size where preparing is safe, and the hot path runs on
+    grow_assignments(experiment, rows=250_000)
+    for number in range(10):
+        assign_subjects(experiment_id="checkout-button", subject_ids=[f"late-{number}"])
+
+    # Then: nothing was prepared, so no plan made on the empty table is kept
+    assert prepared_statements() == []
+
+
+def test_statements__table_large_when_connection_first_ran_them__prepared_with_an_index_plan(
+    unanalysed_assignments, demo_config
+):
+    # Given: a table past the threshold, and a new connection that has not run the hot path yet
+    experiment = Experiment.objects.get(key="checkout-button")
+    grow_assignments(experiment, rows=250_000)
+    connection.close()
+
+    # When: enough requests for PostgreSQL to settle on a generic plan
+    for number in range(10):
+        assert assign_subjects(experiment_id="checkout-button", subject_ids=[f"new-{number}", "grown-7"])
+
+    # Then: the fetch and the insert are prepared, and the kept plan probes the unique index
+    prepared = {statement.strip(): (name, generic) for name, statement, generic, _ in prepared_statements()}
+    fetch = next(key for key in prepared if key.startswith("SELECT NULL, NULL, e.resource_version"))
+    assert any(key.startswith("INSERT INTO assignments_assignment") for key in prepared)
+    name, generic_plans = prepared[fetch]
+    assert generic_plans > 0
+    plan = fetch_plan(name, experiment)
+    assert "assignment_experiment_subject_unique" in plan, plan
+    assert "Seq Scan on assignments_assignment" not in plan
+
+
+def test_statements__prepared_statements_off__never_prepared(unanalysed_assignments, demo_config, settings):
+    # Given: DATABASE_PREPARED_STATEMENTS=false (a pooler that cannot keep them), and a large table
+    settings.DATABASE_PREPARED_STATEMENTS = False
+    experiment = Experiment.objects.get(key="checkout-button")
+    grow_assignments(experiment, rows=250_000)
+    connection.close()
+
+    # When
+    for number in range(10):
+        assign_subjects(experiment_id="checkout-button", subject_ids=[f"new-{number}"])
+
+    # Then
+    assert prepared_statements() == []
