@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, connection
+from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connections
 from django.db.backends.postgresql.base import ServerBindingCursor as DjangoServerBindingCursor
 
 logger = logging.getLogger(__name__)
@@ -29,14 +29,15 @@ def with_live_connection(function: Callable[P, R], /, *args: P.args, **kwargs: P
     retry finds the rows the first attempt may have stored and answers with them.
     A failure on a new connection, or on one that still answers, is not retried.
     """
-    kept = connection.connection is not None and not connection.in_atomic_block
+    wrapper = connections[DEFAULT_DB_ALIAS]
+    kept = wrapper.connection is not None and not wrapper.in_atomic_block
     try:
         return function(*args, **kwargs)
     except (OperationalError, InterfaceError):
-        if not kept or connection.is_usable():
+        if not kept or wrapper.is_usable():
             raise
         logger.info("database connection kept from an earlier request had broken; retrying on a new one")
-        connection.close()
+        wrapper.close()
         return function(*args, **kwargs)
 
 
@@ -74,15 +75,17 @@ def _table_is_large(raw, table: str) -> bool:
 def statement_cursor(*, table: str):
     """A cursor for the hot path's statements on `table`: one that prepares them where that is
     safe (PostgreSQL, DATABASE_PREPARED_STATEMENTS on, the table big enough), else Django's own."""
-    if connection.vendor != "postgresql" or not settings.DATABASE_PREPARED_STATEMENTS:
-        return connection.cursor()
-    connection.ensure_connection()
-    raw = connection.connection
+    # The wrapper itself, not the `connection` proxy, which looks it up again on every attribute.
+    wrapper = connections[DEFAULT_DB_ALIAS]
+    if wrapper.vendor != "postgresql" or not settings.DATABASE_PREPARED_STATEMENTS:
+        return wrapper.cursor()
+    wrapper.ensure_connection()
+    raw = wrapper.connection
     safe = _prepare_safe.get(raw)
     if safe is None:
-        with connection.wrap_database_errors:
+        with wrapper.wrap_database_errors:
             safe = _prepare_safe[raw] = _table_is_large(raw, table)
     if not safe:
-        return connection.cursor()
+        return wrapper.cursor()
     cursor = _PreparingCursor(raw)
-    return connection.make_debug_cursor(cursor) if connection.queries_logged else connection.make_cursor(cursor)
+    return wrapper.make_debug_cursor(cursor) if wrapper.queries_logged else wrapper.make_cursor(cursor)

@@ -18,7 +18,7 @@ from config.env import env_bool, env_int, env_str
 
 bind = env_str("GUNICORN_BIND", "127.0.0.1:8000")
 workers = env_int("GUNICORN_WORKERS", 2 * (os.cpu_count() or 1) + 1, minimum=1, maximum=256)
-worker_class = "gthread"
+worker_class = env_str("GUNICORN_WORKER_CLASS", "gthread")
 threads = env_int("GUNICORN_THREADS", 4, minimum=1, maximum=256)
 # A request that runs longer than this is a bug or a hung database: the worker is replaced.
 timeout = env_int("GUNICORN_TIMEOUT", 30, minimum=1)
@@ -40,9 +40,10 @@ limit_request_line = 4094
 control_socket_disable = True
 limit_request_fields = 100
 
-# One line per request on stdout; GUNICORN_ACCESS_LOG=false leaves it to the proxy in front
-# (deploy/proxy/ logs every request too), which saves each worker a write per request.
-accesslog = "-" if env_bool("GUNICORN_ACCESS_LOG", True) else None
+# Off unless GUNICORN_ACCESS_LOG=true: the proxy in front (deploy/proxy/) logs every request,
+# with its status and time, and gunicorn's line for the same request took about 10% of a
+# worker's CPU on one-subject requests (docs/benchmarks.md). scripts/run-demo, with no proxy, turns it on.
+accesslog = "-" if env_bool("GUNICORN_ACCESS_LOG", False) else None
 errorlog = "-"
 # The client address the proxy saw is in X-Forwarded-For; tokens and bodies are never logged.
 access_log_format = '%(h)s xff=%({x-forwarded-for}i)s "%(r)s" %(s)s %(B)s %(M)sms "%(a)s"'

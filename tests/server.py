@@ -39,6 +39,10 @@ def process_stop(process: subprocess.Popen, *, timeout: float = 10.0) -> None:
         process.wait()
 
 
+# The tests read the access log (off by default, when the proxy logs requests).
+E2E_ENV = {"GUNICORN_ACCESS_LOG": "true"}
+
+
 @contextlib.contextmanager
 def gunicorn(*, env: dict[str, str], workers: int = 2) -> Iterator[tuple[str, subprocess.Popen]]:
     """Run `gunicorn config.wsgi:application` with the deployment's own settings file
@@ -62,7 +66,9 @@ def gunicorn(*, env: dict[str, str], workers: int = 2) -> Iterator[tuple[str, su
         str(workers),
     ]
     with open(log_path, "w") as log:
-        process = subprocess.Popen(command, cwd=PROJECT_DIR, env={**os.environ, **env}, stdout=log, stderr=log)
+        process = subprocess.Popen(
+            command, cwd=PROJECT_DIR, env={**os.environ, **E2E_ENV, **env}, stdout=log, stderr=log
+        )
     try:
         wait_for_port(port)
         yield f"http://127.0.0.1:{port}", process
