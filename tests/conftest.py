@@ -16,7 +16,7 @@ from hypothesis import settings as hypothesis_settings
 from assignments.configuring import Actor, resources_apply
 from assignments.resources import resources_parse
 from assignments.selectors import experiment_states
-from config.healthz import probe_connection
+from config.healthz import database_probe, probe_connection
 from tests.server import free_port
 from tokens.models import Role
 from tokens.services import api_token_create
@@ -135,9 +135,11 @@ def database_unreachable():
     test closes the open connection first to make the service reconnect (so it
     needs django_db(transaction=True)); SQLite's in-memory test database keeps
     its one connection whatever the settings say. The health probe's kept
-    connection is closed here, as an outage would break it.
+    connection is closed here, as an outage would break it, and its last
+    success forgotten, as the outage would outlast it.
     """
     probe_connection.close()
+    database_probe.forget()
     settings_dict = connection.settings_dict
     saved = {key: settings_dict[key] for key in ("NAME", "HOST", "PORT")}
     if connection.vendor == "postgresql":

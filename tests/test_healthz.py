@@ -15,7 +15,7 @@ from django.core.handlers.exception import convert_exception_to_response
 from django.db import connection, connections
 from django.test import Client, RequestFactory
 
-from config.healthz import DatabaseProbe, ProbeConnection, connection_open, probe_connection
+from config.healthz import DatabaseProbe, ProbeConnection, connection_open, database_probe, probe_connection
 from config.middleware import DatabaseUnavailableMiddleware
 from tests.conftest import database_unreachable
 from tests.server import wait_until
@@ -43,6 +43,7 @@ def silent_database():
         settings_dict.update(HOST="127.0.0.1", PORT=str(listener.getsockname()[1]))
         # Only new connections go there: the probe's kept one must be new too.
         probe_connection.close()
+        database_probe.forget()
         try:
             yield
         finally:
@@ -317,3 +318,30 @@ def test_probe_connection__database_down__raises_and_keeps_nothing(db):
     probe.query()
     assert len(opened) == 2
     probe.close()
+
+
+def test_database_probe__success__trusted_for_the_reuse_window_only():
+    # Given
+    calls = []
+    probe = DatabaseProbe(lambda: calls.append(1), reuse_success_for=0.3)
+
+    # When / Then: checks right after a success share it
+    assert probe.database_ok(timeout=2) is True
+    assert probe.database_ok(timeout=2) is True
+    assert calls == [1]
+
+    # And once it is older than the window, the next check probes again
+    time.sleep(0.35)
+    assert probe.database_ok(timeout=2) is True
+    assert calls == [1, 1]
+
+
+def test_database_probe__forget__next_check_probes_at_once():
+    calls = []
+    probe = DatabaseProbe(lambda: calls.append(1))
+    probe.database_ok(timeout=2)
+
+    probe.forget()
+    probe.database_ok(timeout=2)
+
+    assert calls == [1, 1]
