@@ -40,7 +40,7 @@ from assignments.resources import (
     resource_read,
     resources_check_unique,
 )
-from assignments.selectors import experiment_states
+from assignments.selectors import experiment_states, subject_types
 
 MODELS = {"subjecttype": SubjectType, "lab": Lab, "experiment": Experiment}
 # Where a document built by the admin comes from, in error messages and history.
@@ -324,8 +324,10 @@ def resources_apply(
         if dry_run:
             transaction.set_rollback(True)
     # Answer from the new state in this process at once; other processes see the new
-    # resource_version on their next request.
+    # resource_version on their next request, and new subject types at once (archived
+    # ones within SUBJECT_TYPE_CACHE_SECONDS).
     experiment_states.clear()
+    subject_types.clear()
     return [ApplyResult(spec.kind, spec.key, outcomes[index]) for index, spec in enumerate(specs)]
 
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 
 from assignments.hashing import Allocation
-from assignments.models import Cohort, Experiment, Variant
+from assignments.models import Cohort, Experiment, SubjectType, Variant
 
 MAX_CACHED_EXPERIMENTS = 10_000
+# How long a process trusts its list of subject types: one archived elsewhere is refused within this time.
+SUBJECT_TYPE_CACHE_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -106,3 +109,37 @@ class ExperimentStateCache:
 
 
 experiment_states = ExperimentStateCache()
+
+
+class SubjectTypeCache:
+    """Per-process map of every subject type by lower-cased ID, for /id-link.
+
+    Loaded whole in one query (subject types are a handful of rows) and trusted
+    for SUBJECT_TYPE_CACHE_SECONDS, so a link costs no lookup of its types. An ID
+    it does not hold reloads it at once: a type created by another process is
+    known on the next request, and an unknown ID costs the one query it always did.
+    """
+
+    def __init__(self) -> None:
+        self._snapshot: tuple[float, dict[str, SubjectType]] = (float("-inf"), {})
+
+    def _load(self) -> dict[str, SubjectType]:
+        types = {subject_type.key.lower(): subject_type for subject_type in SubjectType.objects.all()}
+        self._snapshot = (time.monotonic(), types)
+        return types
+
+    def get(self, subject_type_id: str) -> SubjectType | None:
+        loaded_at, types = self._snapshot
+        reloaded = time.monotonic() - loaded_at > SUBJECT_TYPE_CACHE_SECONDS
+        if reloaded:
+            types = self._load()
+        subject_type = types.get(subject_type_id.lower())
+        if subject_type is None and not reloaded:
+            subject_type = self._load().get(subject_type_id.lower())
+        return subject_type
+
+    def clear(self) -> None:
+        self._snapshot = (float("-inf"), {})
+
+
+subject_types = SubjectTypeCache()

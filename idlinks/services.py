@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models.functions import Lower
+from django.utils import timezone
 
 from assignments.models import SubjectType, is_resource_id
+from assignments.selectors import subject_types
 from idlinks.errors import SelfLink, UnknownSubjectType
-from idlinks.models import IdentifierLink
+from idlinks.storage import id_link_insert
 
 
 @dataclass(frozen=True)
@@ -22,14 +23,12 @@ class Identifier:
 def _active_subject_types(identifiers: tuple[Identifier, ...]) -> list[SubjectType]:
     """The subject type of each identifier, in order; UnknownSubjectType names every one that is
     missing or archived by its field path (`identifiers.1.subject_type`)."""
-    wanted = {identifier.subject_type.lower() for identifier in identifiers if is_resource_id(identifier.subject_type)}
-    found = {
-        subject_type.key.lower(): subject_type
-        for subject_type in SubjectType.objects.alias(lkey=Lower("key")).filter(lkey__in=wanted)
-    }
+    found = [
+        subject_types.get(identifier.subject_type) if is_resource_id(identifier.subject_type) else None
+        for identifier in identifiers
+    ]
     errors = []
-    for index, identifier in enumerate(identifiers):
-        subject_type = found.get(identifier.subject_type.lower())
+    for index, (identifier, subject_type) in enumerate(zip(identifiers, found, strict=True)):
         if subject_type is None:
             message = f"no subject type has the ID {identifier.subject_type!r}"
         elif subject_type.status != SubjectType.Status.ACTIVE:
@@ -39,13 +38,14 @@ def _active_subject_types(identifiers: tuple[Identifier, ...]) -> list[SubjectTy
         errors.append({"field": f"identifiers.{index}.subject_type", "message": message})
     if errors:
         raise UnknownSubjectType("; ".join(f"{e['field']}: {e['message']}" for e in errors), errors=errors)
-    return [found[identifier.subject_type.lower()] for identifier in identifiers]
+    return found
 
 
 def id_link_create(*, first: Identifier, second: Identifier) -> None:
     """Link two identifiers (CONTRACT.md section 3); linking a linked pair, in either order, changes nothing.
 
-    Both subject types must exist and be active. The pair is stored in the
+    Both subject types must exist and be active (as this process last saw them, at
+    most SUBJECT_TYPE_CACHE_SECONDS ago). The pair is stored in the
     canonical order of identifierlink_canonical_order, and the insert skips a
     row that identifierlink_pair_unique already holds, so concurrent identical
     requests store one row and none of them fails.
@@ -58,11 +58,10 @@ def id_link_create(*, first: Identifier, second: Identifier) -> None:
             errors=[{"field": "identifiers", "message": "the two identifiers must differ"}],
         )
     (type_a, subject_id_a), (type_b, subject_id_b) = nodes
-    IdentifierLink.objects.bulk_create(
-        [
-            IdentifierLink(
-                subject_type_a_id=type_a, subject_id_a=subject_id_a, subject_type_b_id=type_b, subject_id_b=subject_id_b
-            )
-        ],
-        ignore_conflicts=True,
+    id_link_insert(
+        subject_type_a=type_a,
+        subject_id_a=subject_id_a,
+        subject_type_b=type_b,
+        subject_id_b=subject_id_b,
+        created_at=timezone.now(),
     )
