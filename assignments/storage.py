@@ -73,7 +73,7 @@ RETURNING subject_id, variant_id
 """
 
 
-def _json(value: list) -> str:
+def _json(value: Sequence) -> str:
     return orjson.dumps(value).decode()
 
 
@@ -82,7 +82,7 @@ def assignments_fetch(*, experiment_pk: int, subject_ids: Sequence[str]) -> tupl
     variant primary keys of those subjects that have one."""
     sql = POSTGRES_FETCH if connection.vendor == "postgresql" else SQLITE_FETCH
     with statement_cursor(table=TABLE) as cursor:
-        cursor.execute(sql, [experiment_pk, _json(list(subject_ids)), experiment_pk])
+        cursor.execute(sql, [experiment_pk, _json(subject_ids), experiment_pk])
         version = None
         stored = {}
         for subject_id, variant_pk, resource_version in cursor.fetchall():
@@ -101,7 +101,7 @@ def assignments_insert(
     sql = POSTGRES_INSERT if connection.vendor == "postgresql" else SQLITE_INSERT
     created = connection.ops.adapt_datetimefield_value(created_at)
     with statement_cursor(table=TABLE) as cursor:
-        cursor.execute(sql, [experiment_pk, cohort, created, _json([list(row) for row in rows])])
+        cursor.execute(sql, [experiment_pk, cohort, created, _json(rows)])
         return dict(cursor.fetchall())
 
 
