@@ -1,10 +1,12 @@
-"""bench/run: the assignment hot path over HTTP beside its raw-SQL floor, in one invocation.
+"""bench/run: the service as deployed, beside a minimal WSGI app and raw SQL, in one invocation.
 
-Creates a fresh database, migrates it, applies examples/demo.yaml, creates a
-proxy token and seeds assigned subjects; counts SQL statements per request
-in-process; then, per scenario, drives the raw-SQL baseline and gunicorn (once
-per connection handling) with the same concurrency, with the assignment count
-triggers on or off, and prints and writes the tables (bench/results/). See
+Creates a fresh database (or reuses one, --reuse-database), migrates it, applies
+examples/demo.yaml, creates a proxy token and stores --seeded assignments; counts
+SQL statements per request in-process; then, per scenario and concurrency, runs
+rounds of three targets on the same PostgreSQL: raw SQL (psycopg, no HTTP), the
+minimal app (bench/minimal_app.py) and the service, both served by
+`gunicorn -c deploy/gunicorn.conf.py` as deployed. Prints the tables and writes
+them to bench/results/<name>.md and .json. Exits 1 if any request failed. See
 docs/benchmarks.md.
 """
 
@@ -17,36 +19,80 @@ import secrets
 import sys
 from dataclasses import asdict
 from datetime import UTC, datetime
+from importlib.metadata import version
 
-from bench.baseline import assignments_seed
+import psycopg
+
+from bench.client import PATHS
 from bench.connections import DEFAULT_MODES
 from bench.database import DatabaseServer
-from bench.hot_path import Bench, django_prepare, shared_arguments
+from bench.hot_path import TARGETS, Bench, HelpFormatter, django_prepare, shared_arguments
+from bench.machine import machine
 from bench.profile import py_spy_path
-from bench.report import as_text, comparison_table, git_commit, results_write, runs_table, statements_table
-from bench.scenarios import SCENARIOS
+from bench.report import as_text, git_commit, gunicorn_used, main_table, results_write, runs_table, statements_table
+from bench.scenarios import HEALTHZ, SCENARIOS
+from bench.seed import assignments_seed, table_state
 from bench.server import PROJECT_DIR
 from bench.statements import statements_count
 
 DEMO_CONFIG = PROJECT_DIR / "examples" / "demo.yaml"
 
+EPILOG = """\
+scenarios (one request each; new subjects and pairs are new in the database whatever ran before):
+{scenarios}
+  The 1000-subject scenarios are measured in subjects/s, the others in requests/s.
+  raw SQL has no /healthz; the minimal app's answers it without the database, the service's checks it.
+
+The defaults run everything: 3 rounds at 16 and at 64 clients on 1,000,000 seeded
+assignments, about 35 minutes on 2 cores. A quick look:
+  bench/run --seeded 20000 --duration 3 --warmup 1 --repeat 1 --concurrency 16 --results-name dev
+Both HTTP targets run `gunicorn -c deploy/gunicorn.conf.py` with its defaults except for --workers and
+--threads; other GUNICORN_* variables of the environment (GUNICORN_ACCESS_LOG=true, ...) reach them,
+and the results name what gunicorn resolved.
+Keep the seeded database for the next runs:
+  bench/run --reuse-database ...   (creates it the first time, keeps it, seeds only what it lacks)
+""".format(
+    scenarios="\n".join(
+        f"  {scenario.key:<15} {'GET' if scenario.kind == HEALTHZ else 'POST'} {PATHS[scenario.kind]}: {scenario.title}"
+        for scenario in SCENARIOS.values()
+    )
+)
+
 
 def arguments(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="bench/run", description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+        prog="bench/run",
+        description=__doc__,
+        epilog=EPILOG,
+        formatter_class=HelpFormatter,
     )
     shared_arguments(parser)
-    parser.add_argument("--seeded", type=int, default=50_000, help="assigned subjects that reads draw from")
+    parser.add_argument(
+        "--seeded",
+        type=int,
+        default=1_000_000,
+        help="assignments stored before measuring; the *-existing scenarios draw from them",
+    )
+    parser.add_argument(
+        "--reuse-database",
+        action="store_true",
+        help="use the database if it exists (seeding only the subjects it lacks) and keep it at the end",
+    )
     parser.set_defaults(
         database="bench_assignments",
         duration=10.0,
+        concurrency=[16, 64],
         scenarios=list(SCENARIOS),
+        targets=list(TARGETS),
         connections=list(DEFAULT_MODES),
         count_triggers=["on"],
-        repeat=1,
+        repeat=3,
         results_name="latest",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.seeded < 1000:
+        parser.error("--seeded must be at least 1000: the 1000-existing scenario samples that many")
+    return args
 
 
 def main(argv: list[str]) -> int:
@@ -57,7 +103,8 @@ def main(argv: list[str]) -> int:
     # Before Django imports the code measured: the checkout may move on while a long run goes.
     commit = git_commit()
     server = DatabaseServer(args.postgres_url)
-    database_url = server.recreate(args.database)
+    reused = args.reuse_database and server.exists(args.database)
+    database_url = server.url(args.database) if reused else server.recreate(args.database)
     os.environ.update(
         DATABASE_URL=database_url,
         DJANGO_SETTINGS_MODULE="config.settings",
@@ -65,49 +112,66 @@ def main(argv: list[str]) -> int:
         SECRET_KEY=os.environ.get("SECRET_KEY") or secrets.token_urlsafe(50),
     )
     try:
-        print(f"database {args.database}: migrating, applying {DEMO_CONFIG.name}, seeding {args.seeded:,} subjects")
+        what = "reusing" if reused else "created"
+        print(f"database {args.database} ({what}): migrating, applying {DEMO_CONFIG.name}", flush=True)
         token = django_prepare(DEMO_CONFIG)
-        assignments_seed(database_url=database_url, count=args.seeded)
-        scenarios = [SCENARIOS[key] for key in args.scenarios]
-        counts = [asdict(count) for count in statements_count(scenarios=scenarios, token=token, seeded=args.seeded)]
+        print(f"seeding up to {args.seeded:,} assigned subjects", flush=True)
+        seed = assignments_seed(database_url=database_url, count=args.seeded)
+        print(
+            f"  {seed['copied']:,} stored in {seed['seconds']:.1f} s (COPY {seed['copy_seconds']:.1f} s); "
+            f"{seed['assignments']:,} assignments in the table",
+            flush=True,
+        )
         bench = Bench(args, server, database_url, token)
+        scenarios = [SCENARIOS[key] for key in args.scenarios]
+        counts = statements_count(scenarios=scenarios, token=token, seeded=args.seeded, prefix=bench.run_id)
         runs = bench.rounds()
+        with psycopg.connect(database_url, autocommit=True) as connection:
+            end = table_state(connection)
         import django
 
         results = {
             "setup": {
                 "started_at": started_at.isoformat(timespec="seconds"),
                 "command": " ".join(["bench/run", *argv]),
-                "cpus": os.cpu_count(),
+                "machine": machine(),
                 "postgresql": server.version(),
                 "python": platform.python_version(),
                 "django": django.get_version(),
+                "gunicorn_version": version("gunicorn"),
+                "gunicorn": gunicorn_used(runs),
                 "commit": commit,
-                "gunicorn_workers": args.workers,
-                "gunicorn_threads": args.threads,
+                "workers_option": args.workers,
+                "threads_option": args.threads,
                 "concurrency": args.concurrency,
                 "warmup": args.warmup,
                 "duration": args.duration,
                 "repeat": args.repeat,
-                "seeded": args.seeded,
+                "targets": args.targets,
+                "connections": args.connections,
                 "count_triggers": args.count_triggers,
+                "reused_database": reused,
+                "seed": seed,
+                "end": end,
             },
             "runs": runs,
-            "statements": counts,
+            "statements": [asdict(count) for count in counts],
         }
-        print("\nService vs raw-SQL baseline\n" + as_text(comparison_table(runs)))
+        print("\nRaw SQL, minimal app and service (medians over rounds)\n" + as_text(main_table(runs)))
         print("\nEvery run (cpu ms per request: app = gunicorn workers, db = PostgreSQL backends)\n")
         print(as_text(runs_table(runs)))
-        print("\nSQL statements per request (in-process)\n" + as_text(statements_table(counts)))
+        if counts:
+            print("\nSQL statements per request (in-process)\n" + as_text(statements_table(results["statements"])))
         json_path, markdown_path = results_write(directory=args.results_dir, name=args.results_name, results=results)
         print(f"\nwrote {json_path} and {markdown_path}")
         failed = sum(run["errors"] for run in runs)
         if failed:
             print(f"{failed} requests failed; see first_error above and {bench.log_path}", file=sys.stderr)
-            return 1
-        return 0
+        if not end["counts_exact"]:
+            print("assignments_assignmentcount does not add up to the assignments", file=sys.stderr)
+        return 1 if failed or not end["counts_exact"] else 0
     finally:
-        if not args.keep_database:
+        if not (args.keep_database or args.reuse_database):
             # WITH (FORCE) also ends this process's own Django connection, if one is open.
             server.drop(args.database)
         server.close()

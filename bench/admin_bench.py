@@ -22,9 +22,9 @@ from bench.admin_dataset import OLDER_EXPERIMENT, dataset_load, sample_subject
 from bench.admin_pages import admin_pages, pages_measure
 from bench.admin_report import admin_results_write, load_table, pages_table
 from bench.database import DatabaseServer
-from bench.hot_path import Bench, django_prepare, shared_arguments
+from bench.hot_path import Bench, HelpFormatter, django_prepare, shared_arguments
 from bench.profile import py_spy_path
-from bench.report import as_text, comparison_table, count_triggers_table, git_commit
+from bench.report import as_text, count_triggers_table, git_commit, gunicorn_used, main_table
 from bench.scenarios import EXPERIMENT_ID
 from bench.server import PROJECT_DIR
 
@@ -33,7 +33,7 @@ CONFIGS = (PROJECT_DIR / "examples" / "demo.yaml", PROJECT_DIR / "bench" / "admi
 
 def arguments(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="bench/admin", description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+        prog="bench/admin", description=__doc__.splitlines()[0], formatter_class=HelpFormatter
     )
     shared_arguments(parser)
     parser.add_argument("--assignments", type=int, default=10_000_000, help="assignments loaded into checkout-button")
@@ -41,8 +41,10 @@ def arguments(argv: list[str]) -> argparse.Namespace:
     parser.set_defaults(
         database="bench_admin",
         duration=8.0,
-        scenarios=["a", "c"],
-        connections=["persistent"],
+        concurrency=[8],
+        scenarios=["1-new", "1000-new"],
+        targets=["baseline", "service"],
+        connections=["deployment"],
         count_triggers=["on", "off"],
         repeat=5,
         results_name="admin",
@@ -105,8 +107,7 @@ def main(argv: list[str]) -> int:
                 "commit": commit,
                 "assignments": args.assignments,
                 "page_runs": args.page_runs,
-                "gunicorn_workers": args.workers,
-                "gunicorn_threads": args.threads,
+                "gunicorn": gunicorn_used(runs),
                 "concurrency": args.concurrency,
                 "warmup": args.warmup,
                 "duration": args.duration,
@@ -120,7 +121,7 @@ def main(argv: list[str]) -> int:
         }
         print("\nPages\n" + as_text(pages_table(page_records)))
         if runs:
-            print("\nHot path, service vs raw-SQL baseline\n" + as_text(comparison_table(runs)))
+            print("\nHot path, raw SQL and service\n" + as_text(main_table(runs)))
             print("\nCount triggers on and off\n" + as_text(count_triggers_table(runs)))
         json_path, markdown_path = admin_results_write(
             directory=args.results_dir, name=args.results_name, results=results

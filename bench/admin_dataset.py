@@ -22,6 +22,7 @@ from psycopg import sql
 from assignments.hashing import SCALE
 from bench.baseline import experiment_read
 from bench.scenarios import EXPERIMENT_ID, seeded_subject_id
+from bench.seed import counts_exact
 
 # seeded_subject_id's format, so that bench/run's scenarios of existing subjects also work on this data.
 USER_PREFIX = "seed-"
@@ -148,17 +149,6 @@ def _variants_check(connection: psycopg.Connection, load: ExperimentLoad, sample
             raise AssertionError(f"{load.experiment} {subject_id}: stored variant {stored}, the hash gives {expected}")
 
 
-def _counts_exact(connection: psycopg.Connection) -> bool:
-    """Whether the trigger-kept counts add up to the assignments, per experiment."""
-    counted = connection.execute(
-        "SELECT experiment_id, sum(assignments) FROM assignments_assignmentcount GROUP BY 1 ORDER BY 1"
-    ).fetchall()
-    stored = connection.execute(
-        "SELECT experiment_id, count(*) FROM assignments_assignment GROUP BY 1 ORDER BY 1"
-    ).fetchall()
-    return counted == stored
-
-
 def dataset_load(*, database_url: str, assignments: int) -> dict[str, Any]:
     """Loads the data, VACUUM ANALYZEs it and checks it; returns what it did and how long it took."""
     if not 0 < assignments <= MAX_SUBJECTS:
@@ -203,7 +193,7 @@ def dataset_load(*, database_url: str, assignments: int) -> dict[str, Any]:
             "table_bytes": sizes[0],
             "index_bytes": sizes[1],
             "count_rows": sizes[2],
-            "counts_exact": _counts_exact(connection),
+            "counts_exact": counts_exact(connection),
         }
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.admin_pages import TARGET_MS
-from bench.report import Table, as_markdown, comparison_table, count_triggers_table, runs_table
+from bench.report import Table, as_markdown, count_triggers_table, main_table, runs_table
 
 SQL_CHARACTERS = 1500
 
@@ -115,9 +115,9 @@ def results_markdown(results: dict[str, Any]) -> str:
             "",
             as_markdown(count_triggers_table(results["runs"])),
             "",
-            "### Service vs raw-SQL baseline",
+            "### Raw SQL and service",
             "",
-            as_markdown(comparison_table(results["runs"])),
+            as_markdown(main_table(results["runs"])),
             "",
             "### Every run",
             "",

@@ -6,7 +6,9 @@ assignments/hashing.py, and the service's set-based statements with arrays bound
 server-side (psycopg's own binding, no Django): a fetch
 joining unnest(array) to the (experiment_id, subject_id) unique index, an
 INSERT ... SELECT FROM unnest ... ON CONFLICT DO NOTHING RETURNING for the
-missing subjects, and a re-read of conflict losers only. No HTTP, no Django.
+missing subjects, and a re-read of conflict losers only. An identifier link is
+the service's one INSERT ... ON CONFLICT DO NOTHING, with the subject types
+read once. No HTTP, no Django, and no /healthz: there is no server to ask.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from datetime import UTC, datetime
 import psycopg
 
 from assignments.hashing import Allocation
-from bench.scenarios import EXPERIMENT_ID, SubjectIds, seeded_subject_id
+from bench.scenarios import ASSIGN, EXPERIMENT_ID, LINK, Scenario, SubjectIds
 
 FETCH = """
 SELECT a.subject_id, a.variant_id
@@ -32,6 +34,13 @@ FROM unnest(%s::text[], %s::bigint[]) WITH ORDINALITY AS s(subject_id, variant_i
 ORDER BY s.ord
 ON CONFLICT (experiment_id, subject_id) DO NOTHING
 RETURNING subject_id, variant_id
+"""
+
+# What IdentifierLink.objects.bulk_create(..., ignore_conflicts=True) sends in idlinks/services.py.
+LINK_INSERT = """
+INSERT INTO idlinks_identifierlink (subject_type_a_id, subject_id_a, subject_type_b_id, subject_id_b, created_at)
+VALUES (%s, %s, %s, %s, %s)
+ON CONFLICT DO NOTHING
 """
 
 
@@ -86,32 +95,46 @@ def assignments_store(connection: psycopg.Connection, experiment: Experiment, su
     return {subject_id: experiment.variant_keys[stored[subject_id]] for subject_id in distinct}
 
 
-def assignments_seed(*, database_url: str, count: int, batch: int = 5000) -> None:
-    """Assign `count` subjects with IDs seeded_subject_id(0..count-1), the pool that reads draw from."""
-    with psycopg.connect(database_url, autocommit=True) as connection:
-        experiment = experiment_read(connection)
-        for start in range(0, count, batch):
-            ids = [seeded_subject_id(number) for number in range(start, min(start + batch, count))]
-            assignments_store(connection, experiment, ids)
-        connection.execute("VACUUM ANALYZE assignments_assignment")
+def subject_types_read(connection: psycopg.Connection) -> dict[str, int]:
+    """The primary key of each active subject type, by its lower-cased ID."""
+    return dict(connection.execute("SELECT lower(key), id FROM assignments_subjecttype WHERE status = 'active'"))
+
+
+def link_pair(subject_types: dict[str, int], subject_id: str) -> list[tuple[int, str]]:
+    """The bench's new pair, user:<ID> and cookie:<ID>, in the canonical order the service stores."""
+    return sorted([(subject_types["user"], subject_id), (subject_types["cookie"], subject_id)])
+
+
+def link_store(connection: psycopg.Connection, nodes: list[tuple[int, str]]) -> None:
+    """Link two (subject type pk, subject ID) nodes given in canonical order; a linked pair stays as it is."""
+    (type_a, subject_id_a), (type_b, subject_id_b) = nodes
+    connection.execute(LINK_INSERT, [type_a, subject_id_a, type_b, subject_id_b, datetime.now(UTC)])
 
 
 class BaselineWorker:
-    def __init__(self, *, database_url: str, subject_ids: SubjectIds) -> None:
+    def __init__(self, *, database_url: str, scenario: Scenario, subject_ids: SubjectIds) -> None:
+        if scenario.kind not in (ASSIGN, LINK):
+            raise ValueError(f"the baseline has no equivalent of scenario {scenario.key}")
         self.connection = psycopg.connect(database_url, autocommit=True)
-        self.experiment = experiment_read(self.connection)
+        self.scenario = scenario
         self.subject_ids = subject_ids
+        if scenario.kind == ASSIGN:
+            self.experiment = experiment_read(self.connection)
+        else:
+            self.subject_types = subject_types_read(self.connection)
 
     def prepare(self) -> list[str]:
         return self.subject_ids.next_batch()
 
-    def send(self, request: list[str]) -> dict[str, str]:
+    def send(self, request: list[str]) -> dict[str, str] | None:
+        if self.scenario.kind == LINK:
+            return link_store(self.connection, link_pair(self.subject_types, request[0]))
         return assignments_store(self.connection, self.experiment, request)
 
-    def check(self, request: list[str], answer: dict[str, str]) -> int:
-        if answer.keys() != set(request):
+    def check(self, request: list[str], answer: dict[str, str] | None) -> int:
+        if self.scenario.kind == ASSIGN and answer.keys() != set(request):
             raise AssertionError(f"{len(answer)} assignments for {len(set(request))} subjects")
-        return len(answer)
+        return len(request)
 
     def close(self) -> None:
         self.connection.close()

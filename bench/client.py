@@ -1,48 +1,71 @@
-"""The service's load worker: POST /experiment-assignments over HTTP/1.1 with a proxy token.
+"""The load worker of the HTTP targets (the service and the minimal app): one scenario's requests over HTTP/1.1.
 
-http.client keeps the connection open when the server lets it; gunicorn's sync
-workers answer `Connection: close`, so there each request opens a new loopback
-connection, as it would behind a proxy that does not pool upstream connections.
+http.client keeps the connection open when the server lets it, as the proxy in
+front of a deployment does (deploy/gunicorn.conf.py's gthread workers keep it
+alive); a server that answers `Connection: close` gets a new loopback connection
+per request. The assignment and link requests carry the proxy token, /healthz none.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+from typing import Any
 
-from bench.scenarios import EXPERIMENT_ID, SubjectIds
+from bench.scenarios import ASSIGN, EXPERIMENT_ID, HEALTHZ, LINK, Scenario, SubjectIds
 
-PATH = "/experiment-assignments"
+PATHS = {ASSIGN: "/experiment-assignments", LINK: "/id-link", HEALTHZ: "/healthz"}
 
 
 class UnexpectedAnswer(Exception):
     pass
 
 
-class ServiceWorker:
-    def __init__(self, *, host: str, port: int, token: str, subject_ids: SubjectIds) -> None:
+def request_body(scenario: Scenario, ids: list[str]) -> bytes | None:
+    """The JSON body of the scenario's request for these subject IDs; None for a GET."""
+    if scenario.kind == ASSIGN:
+        return json.dumps({"experiment_id": EXPERIMENT_ID, "subject_ids": ids}).encode()
+    if scenario.kind == LINK:
+        identifiers = [{"subject_type": "user", "subject_id": ids[0]}, {"subject_type": "cookie", "subject_id": ids[0]}]
+        return json.dumps({"identifiers": identifiers}).encode()
+    return None
+
+
+class HttpWorker:
+    def __init__(self, *, host: str, port: int, token: str, scenario: Scenario, subject_ids: SubjectIds) -> None:
         self.connection = http.client.HTTPConnection(host, port, timeout=60)
-        self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        self.scenario = scenario
         self.subject_ids = subject_ids
+        self.path = PATHS[scenario.kind]
+        self.headers = (
+            {} if scenario.kind == HEALTHZ else {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        )
 
-    def prepare(self) -> tuple[list[str], bytes]:
+    def prepare(self) -> tuple[list[str], bytes | None]:
         ids = self.subject_ids.next_batch()
-        return ids, json.dumps({"experiment_id": EXPERIMENT_ID, "subject_ids": ids}).encode()
+        return ids, request_body(self.scenario, ids)
 
-    def send(self, request: tuple[list[str], bytes]) -> tuple[int, bytes]:
-        self.connection.request("POST", PATH, body=request[1], headers=self.headers)
+    def send(self, request: tuple[list[str], bytes | None]) -> tuple[int, bytes]:
+        body = request[1]
+        self.connection.request("GET" if body is None else "POST", self.path, body=body, headers=self.headers)
         response = self.connection.getresponse()
         return response.status, response.read()
 
-    def check(self, request: tuple[list[str], bytes], answer: tuple[int, bytes]) -> int:
+    def check(self, request: tuple[list[str], bytes | None], answer: tuple[int, bytes]) -> int:
+        """Raises unless the answer is 200 with the body the scenario's request should get; returns its subjects."""
         status, body = answer
         if status != 200:
             raise UnexpectedAnswer(f"HTTP {status}: {body[:300]!r}")
-        assignments = json.loads(body)["assignments"]
-        expected = set(request[0])
-        if assignments.keys() != expected:
-            raise UnexpectedAnswer(f"{len(assignments)} assignments for {len(expected)} subjects")
-        return len(expected)
+        content: Any = json.loads(body)
+        if self.scenario.kind == ASSIGN:
+            expected = set(request[0])
+            if content["assignments"].keys() != expected:
+                raise UnexpectedAnswer(f"{len(content['assignments'])} assignments for {len(expected)} subjects")
+        elif self.scenario.kind == HEALTHZ and content["status"] != "ok":
+            raise UnexpectedAnswer(f"health {body[:300]!r}")
+        elif self.scenario.kind == LINK and content != {"success": True}:
+            raise UnexpectedAnswer(f"link answered {body[:300]!r}")
+        return len(request[0])
 
     def close(self) -> None:
         self.connection.close()

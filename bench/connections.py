@@ -1,8 +1,11 @@
 """The database connection handlings the benchmark can run the service with.
 
-Each mode is a set of overrides of config.settings' DATABASES["default"];
-bench/settings.py applies the one named by BENCH_DB_CONNECTIONS. Kept free of
-Django so the command line can list and check modes before anything starts.
+`deployment` is config.settings itself, untouched: the service runs with the
+product's settings module, as deployed. Every other mode is a variation, a set
+of overrides of config.settings' DATABASES["default"] that bench/settings.py
+applies when gunicorn runs with DJANGO_SETTINGS_MODULE=bench.settings and
+BENCH_DB_CONNECTIONS naming the mode. Kept free of Django so the command line
+can list and check modes before anything starts.
 """
 
 from __future__ import annotations
@@ -11,21 +14,18 @@ from typing import Any
 
 POOL = object()  # stands for the pool options, which depend on the threads per worker
 
+DEPLOYMENT = "deployment"
+
 CONNECTION_MODES: dict[str, dict[str, Any]] = {
-    # config.settings as it stands: CONN_MAX_AGE=600 with CONN_HEALTH_CHECKS.
-    "persistent": {},
-    "persistent-unchecked": {"CONN_HEALTH_CHECKS": False},
+    # config.settings as it stands.
+    DEPLOYMENT: {},
     # Django 5.2's psycopg pool; it refuses CONN_MAX_AGE other than 0.
     "pool": {"CONN_MAX_AGE": 0, "OPTIONS": {"pool": POOL}},
-    "pool-unchecked": {"CONN_MAX_AGE": 0, "CONN_HEALTH_CHECKS": False, "OPTIONS": {"pool": POOL}},
     # A new connection for every request: what both of the above avoid.
     "per-request": {"CONN_MAX_AGE": 0},
-    # Persistent, with parameters bound by the server and statements prepared after 5 runs
-    # (psycopg's default, which Django turns off): the planning the baseline does not repeat.
-    "persistent-prepared": {"OPTIONS": {"server_side_binding": True, "prepare_threshold": 5}},
 }
 
-DEFAULT_MODES = ("persistent", "pool")
+DEFAULT_MODES = (DEPLOYMENT,)
 
 
 def pool_options(threads: int) -> dict[str, int]:

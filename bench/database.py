@@ -8,6 +8,8 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 from psycopg import sql
 
+from bench.cpu import parent_of
+
 
 def database_url_with_name(url: str, name: str) -> str:
     parts = urlsplit(url)
@@ -31,11 +33,22 @@ class DatabaseServer:
     def version(self) -> str:
         return self.connection.execute("SHOW server_version").fetchone()[0]
 
+    def postmaster_pid(self) -> int | None:
+        """The parent of every backend, which reaps them (None if the server is not on this machine)."""
+        (backend,) = self.connection.execute("SELECT pg_backend_pid()").fetchone()
+        return parent_of(backend)
+
+    def exists(self, name: str) -> bool:
+        return self.connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone() is not None
+
+    def url(self, name: str) -> str:
+        return database_url_with_name(self.admin_url, name)
+
     def recreate(self, name: str) -> str:
         """Drop and create database `name`; returns its URL."""
         self.drop(name)
         self.connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        return database_url_with_name(self.admin_url, name)
+        return self.url(name)
 
     def drop(self, name: str) -> None:
         self.connection.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))

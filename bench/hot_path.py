@@ -1,8 +1,10 @@
-"""The hot path under load: the raw-SQL baseline and the service through gunicorn, measured alike.
+"""The hot path under load: the raw-SQL baseline, the minimal app and the service, measured alike.
 
 Shared by bench/run and bench/admin: their common options, the preparation of
 a bench database in-process, and the rounds of runs (CPU, transactions and
-latency of each target, with the count triggers on or off).
+latency of each target at each concurrency, with the count triggers on or off).
+Both HTTP targets run as deployed: gunicorn with deploy/gunicorn.conf.py
+(bench/server.py), the service with the product's settings (config.settings).
 """
 
 from __future__ import annotations
@@ -11,19 +13,41 @@ import argparse
 import contextlib
 import io
 import os
+import secrets
+from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from bench.baseline import BaselineWorker
-from bench.client import ServiceWorker
-from bench.connections import CONNECTION_MODES
+from bench.client import HttpWorker
+from bench.connections import CONNECTION_MODES, DEPLOYMENT
 from bench.count_triggers import COUNT_TRIGGER_STATES, count_triggers_off
 from bench.cpu import CpuWindow
 from bench.database import DatabaseServer
 from bench.load import LoadResult, load_run
 from bench.profile import profile_summary, profilers_start
-from bench.scenarios import SCENARIOS, Scenario, SubjectIds
-from bench.server import PROJECT_DIR, gunicorn
+from bench.scenarios import HEALTHZ, SCENARIOS, Scenario, SubjectIds
+from bench.server import MINIMAL_APP, PROJECT_DIR, SERVICE_APP, gunicorn, gunicorn_settings
+
+# In the order each round runs them.
+TARGETS = ("baseline", "minimal", "service")
+
+GUNICORN_SIZE = ("GUNICORN_WORKERS", "GUNICORN_THREADS")
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Each option's default after its help, unless it has none; the description and epilog as written."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False or action.help is None:
+            return action.help
+        if isinstance(action.default, list):
+            return f"{action.help} (default: {','.join(map(str, action.default))})"
+        return super()._get_help_string(action)
+
+    def _get_default_metavar_for_optional(self, action: argparse.Action) -> str:
+        return action.dest.upper()
 
 
 def _choices(raw: str, allowed, what: str) -> list[str]:
@@ -34,6 +58,16 @@ def _choices(raw: str, allowed, what: str) -> list[str]:
     return chosen
 
 
+def _concurrencies(raw: str) -> list[int]:
+    try:
+        values = [int(item) for item in raw.split(",") if item.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"--concurrency: comma-separated positive integers (got {raw!r})")
+    return values
+
+
 def shared_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of the bench database, the load and the results; callers set their own defaults."""
     parser.add_argument(
@@ -42,13 +76,24 @@ def shared_arguments(parser: argparse.ArgumentParser) -> None:
         help="a maintenance database on the server to use (env BENCH_POSTGRES_URL); the bench database "
         "is created beside it",
     )
-    parser.add_argument("--database", help="name of the database to (re)create")
+    parser.add_argument("--database", help="name of the bench database")
     parser.add_argument("--keep-database", action="store_true", help="do not drop the database at the end")
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="gunicorn worker processes")
     parser.add_argument(
-        "--threads", type=int, default=1, help="threads per gunicorn worker: 1 runs sync workers, more gthread ones"
+        "--workers",
+        type=int,
+        help="gunicorn worker processes of both HTTP targets, passed as GUNICORN_WORKERS "
+        "(default: what deploy/gunicorn.conf.py gives)",
     )
-    parser.add_argument("--concurrency", type=int, default=8, help="concurrent clients (processes)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="threads per gunicorn worker, passed as GUNICORN_THREADS (default: what deploy/gunicorn.conf.py gives)",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=_concurrencies,
+        help="concurrent clients (processes, one connection each), comma-separated: every scenario runs at each",
+    )
     parser.add_argument("--duration", type=float, help="measured seconds per run")
     parser.add_argument("--warmup", type=float, default=2.0, help="unmeasured seconds before each run")
     parser.add_argument(
@@ -57,9 +102,16 @@ def shared_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"comma-separated, from {','.join(SCENARIOS)}",
     )
     parser.add_argument(
+        "--targets",
+        type=lambda raw: _choices(raw, TARGETS, "--targets"),
+        help="comma-separated, from baseline (raw SQL over psycopg, no HTTP), minimal (bench/minimal_app.py: "
+        "plain WSGI under the same gunicorn) and service (config.wsgi under gunicorn, as deployed)",
+    )
+    parser.add_argument(
         "--connections",
         type=lambda raw: _choices(raw, CONNECTION_MODES, "--connections"),
-        help=f"service connection handlings, from {','.join(CONNECTION_MODES)}",
+        help=f"the service's database connection handling, comma-separated, from {','.join(CONNECTION_MODES)}: "
+        f"{DEPLOYMENT} is config.settings as is; the others are variations of it (bench/connections.py)",
     )
     parser.add_argument(
         "--count-triggers",
@@ -67,37 +119,47 @@ def shared_arguments(parser: argparse.ArgumentParser) -> None:
         help="run every target with the assignment count triggers on, off (ALTER TABLE ... DISABLE TRIGGER USER "
         "for the run) or both, side by side: on,off",
     )
-    parser.add_argument("--repeat", type=int, help="rounds per scenario; the comparison takes each target's median")
-    parser.add_argument("--results-dir", type=Path, default=PROJECT_DIR / "bench" / "results")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        help="rounds per scenario and concurrency, the targets alternating within each; tables show each "
+        "target's median",
+    )
+    parser.add_argument(
+        "--results-dir", type=Path, default=PROJECT_DIR / "bench" / "results", help="where the results are written"
+    )
     parser.add_argument("--results-name", help="file name (without extension) of the results")
     parser.add_argument(
         "--profile",
         action="store_true",
-        help="sample the gunicorn workers with py-spy during each service run; folded stacks and a summary go "
+        help="sample the service's gunicorn workers with py-spy during each run; folded stacks and a summary go "
         "to var/bench-profiles/ (profiling takes CPU from the run: do not compare its numbers)",
     )
 
 
 def django_prepare(*configs: Path) -> str:
-    """Migrate, apply the configuration files and create a proxy token in this process; returns the token."""
+    """Migrate, apply the configuration files and (re)create the proxy token `bench` in this process;
+    returns the token."""
     import django
     from django.core.management import call_command
 
     django.setup()
-    from tokens.services import api_token_create
+    from tokens.services import api_token_replace
 
     call_command("migrate", verbosity=0)
     call_command("apply_resources", *map(str, configs), stdout=io.StringIO())
-    return api_token_create(name="bench", role="proxy")[1]
+    return api_token_replace(name="bench", role="proxy")[1]
 
 
 def _run_record(
     *,
     round_number: int,
     scenario: Scenario,
+    concurrency: int,
     target: str,
     connections: str | None,
     count_triggers: str,
+    gunicorn_used: dict[str, Any] | None,
     result: LoadResult,
     transactions: int,
     app_cpu: float | None,
@@ -110,16 +172,19 @@ def _run_record(
     def ms(value: float | None) -> float | None:
         return None if value is None else value * 1000
 
-    label = target if connections is None else f"service/{connections}"
+    label = _label(target, connections)
     return {
         "round": round_number,
         "scenario": scenario.key,
         "title": scenario.title,
         "subjects_per_request": scenario.subjects,
+        "per_subject": scenario.per_subject,
+        "concurrency": concurrency,
         "target": target,
         "connections": connections,
         "count_triggers": count_triggers,
         "label": label if count_triggers == "on" else f"{label}, count triggers off",
+        "gunicorn": gunicorn_used,
         "duration": result.duration,
         "requests": result.requests,
         "requests_per_second": result.requests / result.duration,
@@ -140,16 +205,16 @@ def _run_record(
         # CPU the machine spent on anything but this run's processes: other people's work, or
         # kernel time not charged to them. Large values mean the run was disturbed.
         "other_cores": None
-        if machine_busy_cores is None or db_cpu is None or (app_cpu is None and target == "service")
+        if machine_busy_cores is None or db_cpu is None or (app_cpu is None and target != "baseline")
         else machine_busy_cores - ((app_cpu or 0.0) + db_cpu + result.client_cpu_seconds) / result.duration,
     }
 
 
 def _print_run(run: dict[str, Any]) -> None:
     line = (
-        f"  {run['scenario']} {run['label']:<28} {run['requests_per_second']:>9,.1f} req/s "
-        f"{run['subjects_per_second']:>10,.0f} subjects/s  p50 {run['p50_ms'] or 0:.2f} ms  "
-        f"p99 {run['p99_ms'] or 0:.2f} ms  errors {run['errors']}"
+        f"  {run['scenario']} c{run['concurrency']} r{run['round']} {run['label']:<24} "
+        f"{run['requests_per_second']:>9,.1f} req/s {run['subjects_per_second']:>10,.0f} subjects/s  "
+        f"p50 {run['p50_ms'] or 0:.2f} ms  p99 {run['p99_ms'] or 0:.2f} ms  errors {run['errors']}"
     )
     print(line, flush=True)
     if run["first_error"]:
@@ -162,17 +227,28 @@ class Bench:
         self.server = server
         self.database_url = database_url
         self.token = token
+        # New subject IDs start with it: they are new even in a database an earlier run left behind.
+        self.run_id = secrets.token_hex(4)
+        self.postmaster = server.postmaster_pid()
         self.log_path = PROJECT_DIR / "var" / "bench-gunicorn.log"
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        # This invocation's servers only (with GUNICORN_ACCESS_LOG=true, a line per request).
+        self.log_path.write_text("")
         self.profile_dir = PROJECT_DIR / "var" / "bench-profiles"
 
     def _subject_ids(self, scenario: Scenario, prefix: str, index: int) -> SubjectIds:
         return SubjectIds(scenario=scenario, prefix=f"{prefix}-{index}", seeded=self.args.seeded, seed=index)
 
+    def _prefix(self, scenario: Scenario, label: str, concurrency: int, round_number: int) -> str:
+        """Of the new subject IDs of one run: every run asks for its own, so they are new."""
+        return f"{self.run_id}-{scenario.key}-{label.replace('/', '-')}-c{concurrency}-r{round_number}"
+
     def _measure(
-        self, *, make_worker, app_pids, profile_name: str | None = None
+        self, *, make_worker, concurrency: int, app_pids, app_parent: int | None, profile_name: str | None = None
     ) -> tuple[LoadResult, CpuWindow, CpuWindow]:
-        app = CpuWindow(app_pids)
-        db = CpuWindow(lambda: self.server.backend_pids(self.args.database))
+        app = CpuWindow(app_pids, parent=app_parent)
+        # The postmaster reaps the backends of connections that end within the window (CpuWindow).
+        db = CpuWindow(lambda: self.server.backend_pids(self.args.database), parent=self.postmaster)
         profilers = []
 
         def start() -> None:
@@ -191,7 +267,7 @@ class Bench:
 
         result = load_run(
             make_worker=make_worker,
-            concurrency=self.args.concurrency,
+            concurrency=concurrency,
             warmup=self.args.warmup,
             duration=self.args.duration,
             on_start=start,
@@ -205,24 +281,27 @@ class Bench:
             print(f"    profile: {self.profile_dir / profile_name}.txt", flush=True)
         return result, app, db
 
-    def baseline(self, scenario: Scenario, round_number: int, count_triggers: str) -> dict[str, Any]:
+    def baseline(self, scenario: Scenario, concurrency: int, round_number: int, count_triggers: str) -> dict[str, Any]:
         before = self.server.transactions(self.args.database)
-        # Every target and trigger state asks for subjects of its own, so "new" ones are new.
-        prefix = f"{scenario.key}-baseline{_state_suffix(count_triggers)}-r{round_number}"
+        prefix = self._prefix(scenario, f"baseline{_state_suffix(count_triggers)}", concurrency, round_number)
 
         def make_worker(index: int) -> BaselineWorker:
             return BaselineWorker(
-                database_url=self.database_url, subject_ids=self._subject_ids(scenario, prefix, index)
+                database_url=self.database_url,
+                scenario=scenario,
+                subject_ids=self._subject_ids(scenario, prefix, index),
             )
 
-        result, _, db = self._measure(make_worker=make_worker, app_pids=list)
+        result, _, db = self._measure(make_worker=make_worker, concurrency=concurrency, app_pids=list, app_parent=None)
         self.server.wait_without_clients(self.args.database)
         return _run_record(
             round_number=round_number,
             scenario=scenario,
+            concurrency=concurrency,
             target="baseline",
             connections=None,
             count_triggers=count_triggers,
+            gunicorn_used=None,
             result=result,
             transactions=self.server.transactions(self.args.database) - before,
             app_cpu=None,
@@ -230,39 +309,72 @@ class Bench:
             machine_busy_cores=db.machine_busy_cores,
         )
 
-    def service(self, scenario: Scenario, connections: str, round_number: int, count_triggers: str) -> dict[str, Any]:
-        env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "bench.settings",
-            "BENCH_DB_CONNECTIONS": connections,
-            "BENCH_THREADS": str(self.args.threads),
-            "DATABASE_URL": self.database_url,
-            "DEBUG": "false",
-            "ALLOWED_HOSTS": "127.0.0.1,localhost",
-        }
-        prefix = f"{scenario.key}-{connections}{_state_suffix(count_triggers)}-r{round_number}"
-        before = self.server.transactions(self.args.database)
-        with gunicorn(
-            env=env, workers=self.args.workers, threads=self.args.threads, log_path=self.log_path
-        ) as http_server:
+    def _env(self, target: str, connections: str | None) -> dict[str, str]:
+        """The deployment's environment (README, docs/deployment.md) for one HTTP target."""
+        # Only --workers and --threads set these two: otherwise the config file's defaults apply. Other
+        # GUNICORN_* variables pass through, and the results name what gunicorn resolved.
+        env = {name: value for name, value in os.environ.items() if name not in GUNICORN_SIZE}
+        env.update(
+            DATABASE_URL=self.database_url,
+            DEBUG="false",
+            SECRET_KEY=os.environ["SECRET_KEY"],
+            ALLOWED_HOSTS="127.0.0.1,localhost",
+            DJANGO_SETTINGS_MODULE="config.settings",
+        )
+        if self.args.workers is not None:
+            env["GUNICORN_WORKERS"] = str(self.args.workers)
+        if self.args.threads is not None:
+            env["GUNICORN_THREADS"] = str(self.args.threads)
+        if target == "minimal":
+            env["BENCH_TOKEN"] = self.token
+        elif connections != DEPLOYMENT:
+            env.update(DJANGO_SETTINGS_MODULE="bench.settings", BENCH_DB_CONNECTIONS=connections)
+        return env
 
-            def make_worker(index: int) -> ServiceWorker:
+    def http(
+        self,
+        target: str,
+        scenario: Scenario,
+        concurrency: int,
+        round_number: int,
+        count_triggers: str,
+        connections: str | None = None,
+    ) -> dict[str, Any]:
+        """One run of the minimal app or the service under gunicorn, started for it and stopped after it."""
+        application = MINIMAL_APP if target == "minimal" else SERVICE_APP
+        env = self._env(target, connections)
+        settings = gunicorn_settings(app=application, env=env)
+        # The pool of a connection variation holds as many connections as a worker has threads.
+        env["BENCH_THREADS"] = str(settings.threads)
+        prefix = self._prefix(
+            scenario, _label(target, connections) + _state_suffix(count_triggers), concurrency, round_number
+        )
+        before = self.server.transactions(self.args.database)
+        with gunicorn(app=application, env=env, settings=settings, log_path=self.log_path) as http_server:
+
+            def make_worker(index: int) -> HttpWorker:
                 ids = self._subject_ids(scenario, prefix, index)
-                return ServiceWorker(host=http_server.host, port=http_server.port, token=self.token, subject_ids=ids)
+                return HttpWorker(
+                    host=http_server.host, port=http_server.port, token=self.token, scenario=scenario, subject_ids=ids
+                )
 
             result, app, db = self._measure(
                 make_worker=make_worker,
+                concurrency=concurrency,
                 app_pids=http_server.worker_pids,
-                profile_name=prefix if self.args.profile else None,
+                app_parent=http_server.process.pid,
+                profile_name=prefix if self.args.profile and target == "service" else None,
             )
         # Backends flush their statistics when they exit: count once gunicorn's connections are gone.
         self.server.wait_without_clients(self.args.database)
         return _run_record(
             round_number=round_number,
             scenario=scenario,
-            target="service",
+            concurrency=concurrency,
+            target=target,
             connections=connections,
             count_triggers=count_triggers,
+            gunicorn_used=asdict(settings),
             result=result,
             transactions=self.server.transactions(self.args.database) - before,
             app_cpu=app.processes,
@@ -270,30 +382,45 @@ class Bench:
             machine_busy_cores=app.machine_busy_cores,
         )
 
+    def _round(self, scenario: Scenario, concurrency: int, round_number: int, state: str) -> Iterator[dict[str, Any]]:
+        for target in (target for target in TARGETS if target in self.args.targets):
+            if target == "baseline":
+                if scenario.kind != HEALTHZ:
+                    yield self.baseline(scenario, concurrency, round_number, state)
+            elif target == "minimal":
+                yield self.http("minimal", scenario, concurrency, round_number, state)
+            else:
+                for mode in self.args.connections:
+                    yield self.http("service", scenario, concurrency, round_number, state, connections=mode)
+
     def rounds(self) -> list[dict[str, Any]]:
-        """Every scenario's rounds: per round and trigger state, the baseline then each connection handling."""
+        """Every scenario's rounds at each concurrency: per round and trigger state, each target in turn."""
         from django.db import connections
 
         # Load workers are forked from this process: none may inherit an open connection.
         connections.close_all()
         runs = []
         for scenario in (SCENARIOS[key] for key in self.args.scenarios):
-            print(f"scenario {scenario.key}: {scenario.title} per request", flush=True)
-            # Rounds alternate the targets, so a disturbance of the shared machine hits them alike.
-            for round_number in range(1, self.args.repeat + 1):
-                for state in self.args.count_triggers:
-                    with self._count_triggers(state):
-                        runs.append(self.baseline(scenario, round_number, state))
-                        _print_run(runs[-1])
-                        for connection_mode in self.args.connections:
-                            runs.append(self.service(scenario, connection_mode, round_number, state))
-                            _print_run(runs[-1])
+            for concurrency in self.args.concurrency:
+                print(f"scenario {scenario.key} ({scenario.title} per request), {concurrency} clients", flush=True)
+                # Rounds alternate the targets, so a disturbance of the shared machine hits them alike.
+                for round_number in range(1, self.args.repeat + 1):
+                    for state in self.args.count_triggers:
+                        with self._count_triggers(state):
+                            for run in self._round(scenario, concurrency, round_number, state):
+                                _print_run(run)
+                                runs.append(run)
         return runs
 
     def _count_triggers(self, state: str) -> contextlib.AbstractContextManager[None]:
         if state == "on":
             return contextlib.nullcontext()
         return count_triggers_off(server=self.server, database=self.args.database, database_url=self.database_url)
+
+
+def _label(target: str, connections: str | None) -> str:
+    """The target, and the service's connection handling when it is a variation of the deployment's."""
+    return target if connections in (None, DEPLOYMENT) else f"{target}/{connections}"
 
 
 def _state_suffix(count_triggers: str) -> str:

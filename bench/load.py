@@ -17,6 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+# The longest a worker process may take to start and connect.
+READY_SECONDS = 120
+
 
 class Worker(Protocol):
     def prepare(self) -> Any: ...
@@ -58,11 +61,16 @@ class LoadResult:
         return self.latencies[rank - 1]
 
 
-def _work(make_worker: Callable[[int], Worker], index: int, start_at: float, end_at: float, release, queue) -> None:
+def _work(make_worker: Callable[[int], Worker], index: int, ready, go, window, release, queue) -> None:
     report = WorkerReport()
     worker = None
     try:
-        worker = make_worker(index)
+        try:
+            worker = make_worker(index)
+        finally:
+            ready.wait(timeout=READY_SECONDS)
+        go.wait(timeout=READY_SECONDS)
+        start_at, end_at = window
         while time.monotonic() < start_at:
             request = worker.prepare()
             worker.check(request, worker.send(request))
@@ -107,20 +115,30 @@ def load_run(
 ) -> LoadResult:
     """Run `concurrency` workers: a warm-up, then `duration` seconds measured.
 
-    `on_start` and `on_end` run in this process at the edges of the measured
-    window (they sample CPU counters).
+    The clock starts once every worker process is started and has made its
+    worker (the baseline's connects there): with many clients on few cores,
+    those started first would otherwise load the machine while the rest are
+    still being forked, and the window could open, even close, before all of
+    them run. `on_start` and `on_end` run
+    in this process at the edges of the measured window (they sample CPU counters).
     """
     context = multiprocessing.get_context("fork")
     queue = context.Queue()
+    ready = context.Barrier(concurrency + 1)
+    go = context.Event()
     release = context.Event()
-    start_at = time.monotonic() + warmup
-    end_at = start_at + duration
+    window = context.Array("d", 2, lock=False)
     processes = [
-        context.Process(target=_work, args=(make_worker, index, start_at, end_at, release, queue), daemon=True)
+        context.Process(target=_work, args=(make_worker, index, ready, go, window, release, queue), daemon=True)
         for index in range(concurrency)
     ]
     for process in processes:
         process.start()
+    ready.wait(timeout=READY_SECONDS)
+    start_at = time.monotonic() + warmup
+    end_at = start_at + duration
+    window[:] = [start_at, end_at]
+    go.set()
     time.sleep(max(0.0, start_at - time.monotonic()))
     on_start()
     time.sleep(max(0.0, end_at - time.monotonic()))

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from bench.connections import DEPLOYMENT
 from bench.server import PROJECT_DIR
 
 Table = tuple[list[str], list[list[str]]]
@@ -19,12 +20,13 @@ def _number(value: float | None, digits: int = 1) -> str:
 def _ratio(numerator: float | None, denominator: float | None) -> str:
     if not numerator or not denominator:
         return "n/a"
-    return f"{numerator / denominator:.2f}x"
+    return f"{numerator / denominator:.2f}"
 
 
 def runs_table(runs: list[dict[str, Any]]) -> Table:
     header = [
         "scenario",
+        "clients",
         "round",
         "target",
         "req/s",
@@ -45,7 +47,8 @@ def runs_table(runs: list[dict[str, Any]]) -> Table:
         cpu = run["cpu_ms_per_request"]
         rows.append(
             [
-                f"{run['scenario']} {run['title']}",
+                run["scenario"],
+                str(run["concurrency"]),
                 str(run["round"]),
                 run["label"],
                 _number(run["requests_per_second"]),
@@ -86,10 +89,10 @@ def _median(values: list[float | None]) -> float | None:
 
 
 def medians(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One record per scenario and target: the median of each measure over its rounds."""
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    """One record per scenario, concurrency and target: the median of each measure over its rounds."""
+    groups: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
     for run in runs:
-        groups.setdefault((run["scenario"], run["label"]), []).append(run)
+        groups.setdefault((run["scenario"], run["concurrency"], run["label"]), []).append(run)
     summary = []
     for group in groups.values():
         record = {**group[0], "rounds": len(group), "errors": sum(run["errors"] for run in group)}
@@ -102,64 +105,66 @@ def medians(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return summary
 
 
-def _server_cpu_ms(run: dict[str, Any]) -> float | None:
-    """CPU per request of the code answering it and of PostgreSQL; for the baseline its client is that code."""
-    cpu = run["cpu_ms_per_request"]
-    app = cpu["client"] if run["target"] == "baseline" else cpu["app"]
-    return None if app is None or cpu["db"] is None else app + cpu["db"]
+def _throughput(run: dict[str, Any] | None) -> float | None:
+    if run is None:
+        return None
+    return run["subjects_per_second"] if run["per_subject"] else run["requests_per_second"]
 
 
-def comparison_table(runs: list[dict[str, Any]]) -> Table:
-    """Each service beside the baseline of the same scenario (medians over rounds).
+def main_table(runs: list[dict[str, Any]]) -> Table:
+    """Per scenario and concurrency, the three targets side by side (medians over rounds).
 
-    `slower` is baseline throughput over service throughput, service p50 over
-    baseline p50, and service CPU per request (gunicorn workers + PostgreSQL)
-    over baseline CPU per request (its client + PostgreSQL): how many times the
-    floor the service costs. On a saturated machine the CPU ratio is the
-    steadiest of the three.
+    Throughput is subjects per second for the 1000-subject scenarios, requests
+    per second otherwise; raw SQL has no /healthz. Latency and CPU are the
+    service's: app is its gunicorn workers, db the PostgreSQL backends, per
+    request. Errors add up every run of the row's targets. A service variation
+    (--connections) or count trigger state other than the default gets a row of
+    its own, beside the raw SQL and minimal app runs of the same trigger state.
     """
     header = [
         "scenario",
+        "clients",
+        "unit",
+        "raw SQL",
+        "minimal app",
         "service",
-        "count triggers",
-        "req/s service",
-        "req/s baseline",
-        "slower (req/s)",
-        "p50 ms service",
-        "p50 ms baseline",
-        "slower (p50)",
-        "p99 ms service",
-        "p99 ms baseline",
-        "cpu ms/req service",
-        "cpu ms/req baseline",
-        "slower (cpu)",
+        "service ÷ minimal",
+        "service p50 ms",
+        "service p99 ms",
+        "service cpu ms/req app",
+        "db",
+        "errors",
     ]
-    summary = medians(runs)
-    # Each service run is compared with the baseline that ran with the count triggers in the same state.
-    baselines = {(run["scenario"], run["count_triggers"]): run for run in summary if run["target"] == "baseline"}
+    groups: dict[tuple[str, int, str], dict[str, list[dict[str, Any]]]] = {}
+    for run in medians(runs):
+        group = groups.setdefault((run["scenario"], run["concurrency"], run["count_triggers"]), {})
+        group.setdefault(run["target"], []).append(run)
     rows = []
-    for run in summary:
-        base = baselines.get((run["scenario"], run["count_triggers"]))
-        if run["target"] != "service" or base is None:
-            continue
-        rows.append(
-            [
-                f"{run['scenario']} {run['title']}",
-                run["connections"],
-                run["count_triggers"],
-                _number(run["requests_per_second"]),
-                _number(base["requests_per_second"]),
-                _ratio(base["requests_per_second"], run["requests_per_second"]),
-                _number(run["p50_ms"], 2),
-                _number(base["p50_ms"], 2),
-                _ratio(run["p50_ms"], base["p50_ms"]),
-                _number(run["p99_ms"], 2),
-                _number(base["p99_ms"], 2),
-                _number(_server_cpu_ms(run), 2),
-                _number(_server_cpu_ms(base), 2),
-                _ratio(_server_cpu_ms(run), _server_cpu_ms(base)),
-            ]
-        )
+    for (scenario, concurrency, count_triggers), targets in groups.items():
+        (baseline,) = targets.get("baseline", [None])
+        (minimal,) = targets.get("minimal", [None])
+        for service in targets.get("service", [None]):
+            any_run = next(run for run in (service, minimal, baseline) if run is not None)
+            variant = [] if service is None or service["connections"] == DEPLOYMENT else [service["connections"]]
+            variant += [] if count_triggers == "on" else ["count triggers off"]
+            name = f"{scenario} ({', '.join(variant)})" if variant else scenario
+            cpu = (service or {}).get("cpu_ms_per_request", {})
+            rows.append(
+                [
+                    name,
+                    str(concurrency),
+                    "subjects/s" if any_run["per_subject"] else "req/s",
+                    _number(_throughput(baseline), 0),
+                    _number(_throughput(minimal), 0),
+                    _number(_throughput(service), 0),
+                    _ratio(_throughput(service), _throughput(minimal)),
+                    _number(service and service["p50_ms"], 2),
+                    _number(service and service["p99_ms"], 2),
+                    _number(cpu.get("app"), 2),
+                    _number(cpu.get("db"), 2),
+                    str(sum(run["errors"] for run in (baseline, minimal, service) if run is not None)),
+                ]
+            )
     return header, rows
 
 
@@ -188,6 +193,7 @@ def count_triggers_table(runs: list[dict[str, Any]]) -> Table:
     """
     header = [
         "scenario",
+        "clients",
         "target",
         "req/s on",
         "req/s off",
@@ -199,18 +205,21 @@ def count_triggers_table(runs: list[dict[str, Any]]) -> Table:
         "on - off (db cpu ms)",
     ]
     summary = medians(runs)
-    off = {
-        (run["scenario"], run["target"], run["connections"]): run for run in summary if run["count_triggers"] == "off"
-    }
+
+    def key(run: dict[str, Any]) -> tuple:
+        return run["scenario"], run["concurrency"], run["target"], run["connections"]
+
+    off = {key(run): run for run in summary if run["count_triggers"] == "off"}
     rows = []
     for on in summary:
-        other = off.get((on["scenario"], on["target"], on["connections"]))
+        other = off.get(key(on))
         if on["count_triggers"] != "on" or other is None:
             continue
         db_on, db_off = on["cpu_ms_per_request"]["db"], other["cpu_ms_per_request"]["db"]
         rows.append(
             [
-                f"{on['scenario']} {on['title']}",
+                on["scenario"],
+                str(on["concurrency"]),
                 on["label"],
                 _number(on["requests_per_second"]),
                 _number(other["requests_per_second"]),
@@ -249,11 +258,29 @@ def as_markdown(table: Table) -> str:
     return "\n".join(lines)
 
 
-def _workers(setup: dict[str, Any]) -> str:
-    threads = setup.get("gunicorn_threads", 1)
-    if threads > 1:
-        return f"{setup['gunicorn_workers']} gthread workers of {threads} threads"
-    return f"{setup['gunicorn_workers']} sync workers"
+def gunicorn_used(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each distinct gunicorn setting the HTTP runs had, with the targets that had it: one, unless
+    deploy/gunicorn.conf.py changed during the benchmark."""
+    used: list[dict[str, Any]] = []
+    for run in runs:
+        if run["gunicorn"] is None:
+            continue
+        entry = next((entry for entry in used if entry["settings"] == run["gunicorn"]), None)
+        if entry is None:
+            used.append(entry := {"settings": run["gunicorn"], "targets": []})
+        if run["label"] not in entry["targets"]:
+            entry["targets"].append(run["label"])
+    return used
+
+
+def _gunicorn_text(entry: dict[str, Any]) -> str:
+    settings = entry["settings"]
+    return (
+        f"{settings['worker_class']}, {settings['workers']} workers x {settings['threads']} threads, "
+        f"keepalive {settings['keepalive']} s, max_requests {settings['max_requests']}, "
+        f"preload {'on' if settings['preload_app'] else 'off'}, "
+        f"access log {'on' if settings['access_log'] else 'off'} ({', '.join(entry['targets'])})"
+    )
 
 
 def _count_triggers_section(runs: list[dict[str, Any]]) -> list[str]:
@@ -263,35 +290,71 @@ def _count_triggers_section(runs: list[dict[str, Any]]) -> list[str]:
     return ["## Count triggers on and off", "", as_markdown(table), ""]
 
 
+def _statements_section(counts: list[dict[str, Any]]) -> list[str]:
+    if not counts:
+        return []
+    return [
+        "## SQL statements per request (in-process, Django's CaptureQueriesContext; /healthz's own connection "
+        "is not seen)",
+        "",
+        as_markdown(statements_table(counts)),
+        "",
+    ]
+
+
+def _yes(value: bool) -> str:
+    return "yes" if value else "**no**"
+
+
+def results_markdown(results: dict[str, Any]) -> str:
+    setup = results["setup"]
+    machine = setup["machine"]
+    seed, end = setup["seed"], setup["end"]
+    gunicorn_lines = [f"- gunicorn {setup['gunicorn_version']}: {_gunicorn_text(entry)}" for entry in setup["gunicorn"]]
+    lines = [
+        f"# Assignment hot path benchmark: {setup['started_at']}",
+        "",
+        f"Command: `{setup['command']}`",
+        "",
+        "## Machine",
+        "",
+        f"- CPU: {machine['cpu_model']}, {machine['cores']} cores, {machine['memory_gib']} GiB RAM",
+        f"- OS: {machine['os']}",
+        f"- PostgreSQL {setup['postgresql']}, Python {setup['python']}, Django {setup['django']}",
+        *gunicorn_lines,
+        f"- commit {setup['commit']}",
+        "",
+        "## Setup",
+        "",
+        "- Both HTTP targets: `gunicorn -c deploy/gunicorn.conf.py <app>` (service: config.wsgi with "
+        "config.settings, DEBUG=false; minimal app: bench/minimal_app.py), output to var/bench-gunicorn.log; "
+        "clients on the same machine, each client process keeping its connection open.",
+        f"- assignments_assignment: {seed['assignments']:,} rows at the start ({seed['copied']:,} seeded by COPY "
+        f"in {seed['seconds']:.0f} s), {end['assignments']:,} at the end; reads draw from {seed['seeded']:,} "
+        f"seeded subjects; assignment counts exact at the start {_yes(seed['counts_exact'])}, at the end "
+        f"{_yes(end['counts_exact'])}.",
+        f"- {', '.join(map(str, setup['concurrency']))} concurrent clients; {setup['warmup']} s warm-up and "
+        f"{setup['duration']} s measured per run; {setup['repeat']} round(s), the targets alternating within "
+        "each; tables other than the last show each target's median.",
+        "",
+        "## Raw SQL, minimal app and service",
+        "",
+        as_markdown(main_table(results["runs"])),
+        "",
+        *_count_triggers_section(results["runs"]),
+        "## Every run (cpu ms per request: app = gunicorn workers, db = PostgreSQL backends)",
+        "",
+        as_markdown(runs_table(results["runs"])),
+        "",
+        *_statements_section(results["statements"]),
+    ]
+    return "\n".join(lines)
+
+
 def results_write(*, directory: Path, name: str, results: dict[str, Any]) -> tuple[Path, Path]:
     directory.mkdir(parents=True, exist_ok=True)
     json_path = directory / f"{name}.json"
     markdown_path = directory / f"{name}.md"
     json_path.write_text(json.dumps(results, indent=1) + "\n")
-    setup = results["setup"]
-    markdown = [
-        f"# Assignment hot path benchmark: {setup['started_at']}",
-        "",
-        f"Command: `{setup['command']}`",
-        "",
-        f"Machine: {setup['cpus']} CPUs, PostgreSQL {setup['postgresql']}, Python {setup['python']}, "
-        f"Django {setup['django']}, commit {setup['commit']}. gunicorn {_workers(setup)}, "
-        f"concurrency {setup['concurrency']}, {setup['warmup']} s warm-up and {setup['duration']} s measured per run, "
-        f"{setup['repeat']} round(s) per scenario (the comparison shows medians).",
-        "",
-        "## Service vs raw-SQL baseline",
-        "",
-        as_markdown(comparison_table(results["runs"])),
-        "",
-        *_count_triggers_section(results["runs"]),
-        "## Every run",
-        "",
-        as_markdown(runs_table(results["runs"])),
-        "",
-        "## SQL statements per request (in-process, Django's CaptureQueriesContext)",
-        "",
-        as_markdown(statements_table(results["statements"])),
-        "",
-    ]
-    markdown_path.write_text("\n".join(markdown))
+    markdown_path.write_text(results_markdown(results))
     return json_path, markdown_path

@@ -7,27 +7,41 @@ from dataclasses import dataclass
 
 EXPERIMENT_ID = "checkout-button"
 
+# What a request does: POST /experiment-assignments, POST /id-link or GET /healthz.
+ASSIGN = "assign"
+LINK = "link"
+HEALTHZ = "healthz"
+
 
 @dataclass(frozen=True)
 class Scenario:
     key: str
     title: str
-    new: int  # subjects per request that have no assignment yet
-    existing: int  # subjects per request drawn from the seeded, already assigned ones
+    kind: str
+    new: int = 0  # subject IDs per request that have no assignment (or link) yet
+    existing: int = 0  # subject IDs per request drawn from the seeded, already assigned ones
 
     @property
     def subjects(self) -> int:
         return self.new + self.existing
 
+    @property
+    def per_subject(self) -> bool:
+        """Whether subjects per second, not requests per second, is the throughput that matters."""
+        return self.subjects >= 1000
+
 
 SCENARIOS = {
     scenario.key: scenario
     for scenario in (
-        Scenario("a", "1 new", new=1, existing=0),
-        Scenario("b", "100 new", new=100, existing=0),
-        Scenario("c", "1000 new", new=1000, existing=0),
-        Scenario("d", "100 existing", new=0, existing=100),
-        Scenario("e", "100 mixed, 50% existing", new=50, existing=50),
+        Scenario("1-new", "1 new subject", ASSIGN, new=1),
+        Scenario("1-existing", "1 assigned subject", ASSIGN, existing=1),
+        Scenario("100-new", "100 new subjects", ASSIGN, new=100),
+        Scenario("1000-new", "1000 new subjects", ASSIGN, new=1000),
+        Scenario("1000-existing", "1000 assigned subjects", ASSIGN, existing=1000),
+        Scenario("healthz", "the health check, no token", HEALTHZ),
+        # The pair is user:<new ID> and cookie:<the same ID>: two identifiers, never linked before.
+        Scenario("id-link", "1 new identifier pair", LINK, new=1),
     )
 }
 
