@@ -19,8 +19,8 @@ from config.env import env_bool, env_int, env_str
 bind = env_str("GUNICORN_BIND", "127.0.0.1:8000")
 # One process per core (at least two, so a recycled or crashed worker never leaves none):
 # the threads already overlap the waits for PostgreSQL, and more processes than cores
-# only contend for them. Measured on 2 cores: 2 workers x 4 threads served 1.3 to 1.5
-# times the requests of 5 x 4 with half the p99 (docs/benchmarks.md).
+# only contend for them. Measured on 2 cores: 2 workers x 4 threads served 1.3 to 2 times
+# the requests of 5 x 4, with a lower p99 (docs/benchmarks.md).
 workers = env_int("GUNICORN_WORKERS", max(2, os.cpu_count() or 1), minimum=1, maximum=256)
 worker_class = env_str("GUNICORN_WORKER_CLASS", "gthread")
 threads = env_int("GUNICORN_THREADS", 4, minimum=1, maximum=256)

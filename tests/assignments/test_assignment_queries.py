@@ -62,3 +62,18 @@ def test_assign__winner_declared__same_statements_for_1_and_1000(api, demo_confi
     statements(api, ["warm-up"], cold=False)
 
     assert statements(api, ["one"], cold=False) == statements(api, [str(i) for i in range(1000)], cold=False)
+
+
+@pytest.mark.parametrize("batch", [1, 1000])
+def test_assign__repeat_request_for_existing_subjects__one_read_and_no_write(api, demo_config, batch):
+    # Given: the subjects assigned, and the token's use already recorded this minute
+    subject_ids = [f"subject-{index}" for index in range(batch)]
+    statements(api, subject_ids, cold=False)
+
+    # When
+    with CaptureQueriesContext(connection) as captured:
+        response = api.post(PATH, {"experiment_id": "checkout-button", "subject_ids": subject_ids})
+
+    # Then
+    assert response.status_code == 200
+    assert [query["sql"].split()[0] for query in captured.captured_queries] == ["SELECT"]
