@@ -8,6 +8,7 @@ from typing import Any
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import Http404
+from psycopg.errors import LockNotAvailable, QueryCanceled
 from rest_framework import exceptions
 
 from config.problems import ProblemError, problem_response
@@ -48,12 +49,35 @@ def is_database_unavailable(exc: BaseException) -> bool:
     return isinstance(exc, (OperationalError, InterfaceError)) or type(exc) is DatabaseError
 
 
-def database_unavailable_problem():
+def is_database_timeout(exc: BaseException | None) -> bool:
+    """Whether the database answered but gave up on the statement (statement or lock timeout)."""
+    return isinstance(getattr(exc, "__cause__", None), (QueryCanceled, LockNotAvailable))
+
+
+def message_first_line(exc: BaseException) -> str:
+    """What failed, in one line: drivers add hints on further lines ("Is the server running...")."""
+    return (str(exc).strip().splitlines() or [""])[0]
+
+
+def database_unavailable_log(exc: BaseException, where: str = "") -> None:
+    """One line, the driver's message's first, at WARNING (repeats are summarised, config/logfilters.py);
+    the whole exception at DEBUG."""
+    logger.warning(
+        "database unavailable%s: %s: %s", where, type(exc.__cause__ or exc).__name__, message_first_line(exc)
+    )
+    logger.debug("database unavailable%s", where, exc_info=exc)
+
+
+def database_unavailable_problem(exc: BaseException | None = None):
+    if is_database_timeout(exc):
+        detail = "The database did not answer in time; retry later."
+    else:
+        detail = "The database cannot be reached; retry later."
     return problem_response(
         status=503,
         code="database_unavailable",
         title="Database unavailable",
-        detail="The database cannot be reached; retry later.",
+        detail=detail,
         headers={"Retry-After": RETRY_AFTER_SECONDS},
     )
 
@@ -108,8 +132,8 @@ def problem_exception_handler(exc: Exception, context: dict) -> Any:
             headers={"Retry-After": str(max(1, int(wait + 0.999)))},
         )
     if is_database_unavailable(exc):
-        logger.warning("database unavailable: %s", exc)
-        return database_unavailable_problem()
+        database_unavailable_log(exc)
+        return database_unavailable_problem(exc)
     if isinstance(exc, exceptions.APIException):
         return problem_response(
             status=exc.status_code, code=exc.default_code, title="Request failed", detail=str(exc.detail)

@@ -32,6 +32,7 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.http import HttpResponse
 
+from config.exceptions import message_first_line
 from config.problems import problem_response
 
 logger = logging.getLogger(__name__)
@@ -156,7 +157,8 @@ class DatabaseProbe:
         try:
             self._query()
         except Exception as exc:
-            logger.warning("health check: database probe failed: %s: %s", type(exc).__name__, exc)
+            logger.warning("health check: database probe failed: %s: %s", type(exc).__name__, message_first_line(exc))
+            logger.debug("health check: database probe failed", exc_info=exc)
         else:
             probe.ok = True
         finally:

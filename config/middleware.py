@@ -13,7 +13,7 @@ from django.contrib.sessions.middleware import SessionMiddleware
 from django.core.signals import got_request_exception
 from django.db import connection
 
-from config.exceptions import database_unavailable_problem, is_database_unavailable
+from config.exceptions import database_unavailable_log, database_unavailable_problem, is_database_unavailable
 from config.problems import problem_response
 
 logger = logging.getLogger(__name__)
@@ -125,5 +125,5 @@ class DatabaseUnavailableMiddleware:
     def process_exception(self, request, exception):
         if not is_database_unavailable(exception):
             return None
-        logger.warning("database unavailable on %s %s: %s", request.method, request.path, exception)
-        return database_unavailable_problem()
+        database_unavailable_log(exception, f" on {request.method} {request.path}")
+        return database_unavailable_problem(exception)

@@ -45,6 +45,13 @@ else:
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
 
+# Bounds on the web server's database work, in milliseconds (0: none). config/wsgi.py gives them
+# to the web server's PostgreSQL connections only: management commands that read or write
+# billions of rows, and migrations, run without them. A request blocked by a lock or a slow
+# statement answers 503 database_unavailable within about 10 s, far inside GUNICORN_TIMEOUT.
+DATABASE_STATEMENT_TIMEOUT_MS = env_int("DATABASE_STATEMENT_TIMEOUT_MS", 3000, minimum=0)
+DATABASE_LOCK_TIMEOUT_MS = env_int("DATABASE_LOCK_TIMEOUT_MS", 2000, minimum=0)
+
 SECRET_KEY = secret_key(
     "SECRET_KEY",
     key_file=VAR_DIR / "secret_key",
@@ -174,6 +181,12 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # A failure repeated by every request (a database outage) is one line and a count (config/logfilters.py).
+    "filters": {
+        "repeats": {"()": "config.logfilters.RepeatSummaryFilter"},
+        "no_503": {"()": "config.logfilters.ServiceUnavailableFilter"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["repeats"]}},
     "root": {"handlers": ["console"], "level": "INFO"},
+    "loggers": {"django.request": {"filters": ["no_503"]}},
 }

@@ -5,9 +5,12 @@ from django.conf import settings
 from django.core.wsgi import get_wsgi_application
 
 from config.chunked import with_chunked_bodies
+from config.database import request_timeouts_apply
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
+# Before any connection exists: the web server's connections, and only theirs, are bounded.
+request_timeouts_apply()
 django_application = get_wsgi_application()
 # Django imports the URLconf, and with it every view, admin and serializer module, on the
 # first request. Done here instead: gunicorn preloads this module in its master (deploy/

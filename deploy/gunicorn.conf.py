@@ -22,7 +22,8 @@ bind = env_str("GUNICORN_BIND", "127.0.0.1:8000")
 # only contend for them. Measured on 2 cores: 2 workers x 4 threads served 1.3 to 2 times
 # the requests of 5 x 4, with a lower p99 (docs/benchmarks.md).
 workers = env_int("GUNICORN_WORKERS", max(2, os.cpu_count() or 1), minimum=1, maximum=256)
-worker_class = env_str("GUNICORN_WORKER_CLASS", "gthread")
+# gthread, with threads kept for /healthz and gunicorn's own errors as problem+json (config/workers.py).
+worker_class = env_str("GUNICORN_WORKER_CLASS", "config.workers.ServiceWorker")
 threads = env_int("GUNICORN_THREADS", 4, minimum=1, maximum=256)
 # A request that runs longer than this is a bug or a hung database: the worker is replaced.
 timeout = env_int("GUNICORN_TIMEOUT", 30, minimum=1)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from django.db import OperationalError, connection
+from django.db import OperationalError, connection, connections
 from django.test import Client
 
 from assignments.assigning import assign_subjects
 from assignments.models import Experiment, Variant
-from config.database import PREPARE_MIN_TABLE_BYTES, with_live_connection
+from config.database import PREPARE_MIN_TABLE_BYTES, request_timeouts_apply, with_live_connection
 from tests.conftest import database_unreachable
 
 pytestmark = pytest.mark.postgres
@@ -179,3 +179,39 @@ def test_statements__prepared_statements_off__never_prepared(unanalysed_assignme
 
     # Then
     assert prepared_statements() == []
+
+
+@pytest.fixture
+def database_options(settings):
+    """The default database's OPTIONS, put back as they were after the test."""
+    options = settings.DATABASES["default"]["OPTIONS"]
+    saved = dict(options)
+    yield options
+    options.clear()
+    options.update(saved)
+
+
+def test_request_timeouts_apply__new_connections_carry_both_timeouts(db, settings, database_options):
+    settings.DATABASE_STATEMENT_TIMEOUT_MS = 1500
+    settings.DATABASE_LOCK_TIMEOUT_MS = 700
+
+    request_timeouts_apply()
+
+    fresh = connections.create_connection("default")
+    try:
+        with fresh.cursor() as cursor:
+            cursor.execute("SELECT current_setting('statement_timeout'), current_setting('lock_timeout')")
+            assert cursor.fetchone() == ("1500ms", "700ms")
+    finally:
+        fresh.close()
+
+
+def test_request_timeouts_apply__both_zero__no_startup_options(db, settings, database_options):
+    # A pooler such as PgBouncer refuses startup options: with the timeouts on the role, none are sent.
+    settings.DATABASE_STATEMENT_TIMEOUT_MS = 0
+    settings.DATABASE_LOCK_TIMEOUT_MS = 0
+    database_options.pop("options", None)
+
+    request_timeouts_apply()
+
+    assert "options" not in database_options

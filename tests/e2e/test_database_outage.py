@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -236,3 +237,47 @@ def test_database_outage__database_accepts_but_never_answers__503_within_3_secon
             )
             assert_database_unavailable(response)
             assert elapsed < 6
+
+
+def test_database_outage__twelve_seconds_under_load__a_few_log_lines_with_counts(cluster, service_env, proxy_token):
+    body = {"experiment_id": "checkout-button", "subject_ids": ["u-1"]}
+    auth = {"Authorization": f"Bearer {proxy_token}"}
+    # Without the access log, which writes a line per request by design: the failures' own lines are counted.
+    env = {**service_env, "GUNICORN_ACCESS_LOG": "false"}
+    with gunicorn(env=env, workers=2) as (base_url, _):
+        log_path = PROJECT_DIR / "var" / f"gunicorn-e2e-{base_url.rsplit(':', 1)[1]}.log"
+        with httpx.Client(base_url=base_url, timeout=15) as http:
+            wait_until(lambda: http.get("/healthz").status_code == 200, timeout=15)
+            assert http.post("/experiment-assignments", json=body, headers=auth).status_code == 200
+        lines_before = len(log_path.read_text().splitlines())
+
+        # Given: clients that keep asking, as product backends do
+        stop = threading.Event()
+        statuses: list[int] = []
+
+        def keep_asking() -> None:
+            with httpx.Client(base_url=base_url, timeout=15) as client:
+                while not stop.is_set():
+                    statuses.append(client.post("/experiment-assignments", json=body, headers=auth).status_code)
+                    client.get("/healthz")
+
+        clients = [threading.Thread(target=keep_asking) for _ in range(4)]
+        # When: the database is away for 12 s, longer than the 10 s over which repeats are summarised
+        cluster.stop()
+        try:
+            for client in clients:
+                client.start()
+            time.sleep(12)
+        finally:
+            stop.set()
+            for client in clients:
+                client.join(30)
+            cluster.start()
+        outage_lines = log_path.read_text().splitlines()[lines_before:]
+
+    # Then: hundreds of failed requests, a few dozen lines at most, and the counts of those held back
+    assert statuses.count(503) >= 200
+    assert set(statuses) == {503}
+    assert len(outage_lines) <= 40, "\n".join(outage_lines)
+    assert any("more like this" in line for line in outage_lines), "\n".join(outage_lines)
+    assert not any(line.startswith(("Traceback", "  File")) for line in outage_lines)

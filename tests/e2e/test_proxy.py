@@ -221,6 +221,22 @@ def test_proxy__burst_beyond_the_rate_limit__429_problem_json(service):
         assert response.headers["retry-after"] == "1"
 
 
+@pytest.mark.parametrize(
+    "headers",
+    [{"X-Big": "a" * 10_000}, {f"X-Many-{number}": "a" * 7_000 for number in range(5)}],
+    ids=["one-header-over-the-buffer", "header-block-over-the-buffers"],
+)
+def test_proxy__headers_too_large__400_problem_json_from_the_proxy(service, headers):
+    base_url, token, _ = service
+    with (
+        nginx(upstream=base_url.removeprefix("http://"), token=token) as (proxy_url, _),
+        httpx.Client(base_url=proxy_url) as http,
+    ):
+        response = http.post("/experiment-assignments", json=ASSIGN, headers=headers)
+
+    assert_problem(response, 400, "invalid_request")
+
+
 def test_proxy__service_down__503_problem_json():
     # Given a proxy whose upstream nobody listens on
     _, token = token_generate()
