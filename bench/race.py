@@ -29,7 +29,7 @@ from bench.database import DatabaseServer
 from bench.deployment import gunicorns, service_env, service_prepare
 from bench.findings import Findings, counts_text, latency_text
 from bench.seed import counts_exact
-from bench.traffic import Traffic, latency_ms, outcomes
+from bench.traffic import Traffic
 
 DATABASE = "bench_reliability_race"
 EXAMPLES = 10
@@ -106,18 +106,11 @@ def run_race(
         for subject_id, (variant, _) in traffic.answers.first.items()
         if stored.get(subject_id) != variant
     }
-    errors = traffic.errors()
     result = {
         "options": asdict(options),
         "postgresql": postgresql,
         "gunicorn": asdict(fleet.settings),
-        "seconds": traffic.seconds,
-        "requests": len(traffic.records),
-        "requests_per_second": len(traffic.records) / traffic.seconds,
-        "errors": len(errors),
-        "outcomes": outcomes(traffic.records),
-        "retried_on_closed_connection": traffic.retries,
-        "latency_ms": latency_ms(traffic.records),
+        **traffic.summary(),
         "subjects_asked": len(traffic.asked),
         "subjects_answered": len(traffic.answers.first),
         "subjects_contested": traffic.contested,

@@ -33,7 +33,7 @@ from bench.deployment import gunicorns, service_env, service_prepare
 from bench.findings import Findings, counts_text, latency_text
 from bench.report import Table
 from bench.seed import table_state
-from bench.traffic import Answers, MixedPlan, Traffic, assignments_ask, latency_ms, outcomes
+from bench.traffic import Answers, MixedPlan, Traffic, assignments_ask
 
 DATABASE = "bench_reliability_soak"
 EXISTING_SUBJECTS = 1000
@@ -131,13 +131,7 @@ def run_soak(
         "options": asdict(options),
         "postgresql": postgresql,
         "gunicorn": asdict(fleet.settings),
-        "seconds": traffic.seconds,
-        "requests": len(traffic.records),
-        "requests_per_second": len(traffic.records) / traffic.seconds,
-        "errors": len(traffic.errors()),
-        "outcomes": outcomes(traffic.records),
-        "retried_on_closed_connection": traffic.retries,
-        "latency_ms": latency_ms(traffic.records),
+        **traffic.summary(),
         "samples": samples,
         "intervals": intervals,
         "workers": _workers(samples),

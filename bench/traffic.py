@@ -25,7 +25,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from bench.scenarios import EXPERIMENT_ID
 
@@ -255,6 +255,18 @@ class TrafficResult:
 
     def errors(self) -> list[Record]:
         return [record for record in self.records if not record.ok]
+
+    def summary(self) -> dict[str, Any]:
+        """The figures every experiment reports about its load."""
+        return {
+            "seconds": self.seconds,
+            "requests": len(self.records),
+            "requests_per_second": len(self.records) / self.seconds,
+            "errors": len(self.errors()),
+            "outcomes": outcomes(self.records),
+            "retried_on_closed_connection": self.retries,
+            "latency_ms": latency_ms(self.records),
+        }
 
 
 def _raced(spans: list[tuple[float, float]]) -> bool:

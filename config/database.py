@@ -1,4 +1,4 @@
-"""The hot path's use of database connections: surviving a kept one that broke, and prepared statements."""
+"""The web server's database connections: a kept one that broke replaced, bounded time, prepared statements."""
 
 from __future__ import annotations
 
