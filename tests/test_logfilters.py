@@ -72,6 +72,8 @@ def test_different_messages_or_levels__each_has_its_first_line(logged):
     logger.warning("database unavailable: %s", "connection refused")
 
     assert len(lines) == 3
+    time.sleep(0.5)
+    assert lines[3:] == ["WARNING database unavailable: connection refused [and 1 more like this in 0 s]"]
 
 
 def test_debug_records__never_held_back(logged):
