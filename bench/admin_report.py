@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from bench.admin_pages import TARGET_MS
-from bench.report import Table, as_markdown, count_triggers_table, main_table, runs_table
+from bench.report import Table, as_markdown, count_triggers_table, main_table, results_files_write, runs_table
 
 SQL_CHARACTERS = 1500
 
@@ -135,9 +134,4 @@ def results_markdown(results: dict[str, Any]) -> str:
 
 
 def admin_results_write(*, directory: Path, name: str, results: dict[str, Any]) -> tuple[Path, Path]:
-    directory.mkdir(parents=True, exist_ok=True)
-    json_path = directory / f"{name}.json"
-    markdown_path = directory / f"{name}.md"
-    json_path.write_text(json.dumps(results, indent=1) + "\n")
-    markdown_path.write_text(results_markdown(results))
-    return json_path, markdown_path
+    return results_files_write(directory=directory, name=name, data=results, markdown=results_markdown(results))

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import csv
 import filecmp
-import json
 import os
 import platform
 import secrets
@@ -32,7 +31,7 @@ import psycopg
 
 from bench.cpu import CPUS, MachineCpu
 from bench.database import DatabaseServer
-from bench.report import Table, as_markdown, as_text, git_commit
+from bench.report import Table, as_markdown, as_text, git_commit, results_files_write
 from bench.server import PROJECT_DIR
 
 SOURCE = "checkout-button"  # examples/demo.yaml's experiment, which the loaded assignments go to
@@ -712,11 +711,9 @@ def main(argv: list[str]) -> int:
     }
     print("\n" + as_text(steps_table(sizes)))
     print("\nPeak memory, smallest to largest size\n" + as_text(growth_table(growth)))
-    args.results_dir.mkdir(parents=True, exist_ok=True)
-    json_path = args.results_dir / f"{args.results_name}.json"
-    markdown_path = args.results_dir / f"{args.results_name}.md"
-    json_path.write_text(json.dumps(results, indent=1) + "\n")
-    markdown_path.write_text(results_markdown(results))
+    json_path, markdown_path = results_files_write(
+        directory=args.results_dir, name=args.results_name, data=results, markdown=results_markdown(results)
+    )
     growing = [item["step"] for item in growth if item["grows"]]
     print(f"\npeak memory grows with the row count for: {', '.join(growing) or 'no command'}")
     print(f"wrote {json_path} and {markdown_path} in {results['setup']['seconds']:.0f} s")

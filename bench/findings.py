@@ -8,12 +8,11 @@ bench/results/<name>.md beside the data in <name>.json.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.report import Table, as_markdown, as_text
+from bench.report import Table, as_markdown, as_text, results_files_write
 
 
 @dataclass
@@ -57,10 +56,6 @@ def counts_text(counts: dict[str, int]) -> str:
 def results_write(
     *, directory: Path, name: str, setup: dict[str, Any], results: dict[str, Any], findings: list[Findings]
 ) -> tuple[Path, Path]:
-    directory.mkdir(parents=True, exist_ok=True)
-    json_path = directory / f"{name}.json"
-    markdown_path = directory / f"{name}.md"
-    json_path.write_text(json.dumps({"setup": setup, **results}, indent=1) + "\n")
     machine = setup["machine"]
     lines = [
         f"# Reliability: {setup['started_at']}",
@@ -73,5 +68,6 @@ def results_write(
         "",
         *(section.markdown() for section in findings),
     ]
-    markdown_path.write_text("\n".join(lines))
-    return json_path, markdown_path
+    return results_files_write(
+        directory=directory, name=name, data={"setup": setup, **results}, markdown="\n".join(lines)
+    )

@@ -377,10 +377,15 @@ def results_markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def results_write(*, directory: Path, name: str, results: dict[str, Any]) -> tuple[Path, Path]:
+def results_files_write(*, directory: Path, name: str, data: dict[str, Any], markdown: str) -> tuple[Path, Path]:
+    """Every benchmark's results: `<name>.json` with the data, `<name>.md` with its tables; returns both paths."""
     directory.mkdir(parents=True, exist_ok=True)
     json_path = directory / f"{name}.json"
     markdown_path = directory / f"{name}.md"
-    json_path.write_text(json.dumps(results, indent=1) + "\n")
-    markdown_path.write_text(results_markdown(results))
+    json_path.write_text(json.dumps(data, indent=1) + "\n")
+    markdown_path.write_text(markdown)
     return json_path, markdown_path
+
+
+def results_write(*, directory: Path, name: str, results: dict[str, Any]) -> tuple[Path, Path]:
+    return results_files_write(directory=directory, name=name, data=results, markdown=results_markdown(results))
