@@ -15,12 +15,12 @@ from django.db import connection
 
 from config.exceptions import database_unavailable_log, database_unavailable_problem, is_database_unavailable
 from config.problems import problem_response
+from config.urls import API_VIEWS
 
 logger = logging.getLogger(__name__)
 
-# The token-authenticated JSON endpoints (config/urls.py). Their views read no
-# session, Django user or message.
-API_PATH = re.compile(r"/(?:experiment-assignments|assignments|id-link)/?")
+# The API's paths, as config/urls.py routes them. Their views read no session, Django user or message.
+API_PATH = re.compile("/(?:" + "|".join(map(re.escape, API_VIEWS)) + ")/?")
 
 
 def is_api_request(request) -> bool:

@@ -5,10 +5,13 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from assignments.api import ExperimentAssignmentsApi
 from idlinks.api import IdLinkApi
 
+# The token-authenticated JSON endpoints, by path; config.middleware passes the staff
+# console's middleware by for these paths.
+API_VIEWS = {"experiment-assignments": ExperimentAssignmentsApi, "id-link": IdLinkApi}
+
 # Every API path answers with or without a trailing slash, by pattern, never by redirect.
 urlpatterns = [
-    re_path(r"^experiment-assignments/?$", ExperimentAssignmentsApi.as_view(), name="experiment-assignments"),
-    re_path(r"^id-link/?$", IdLinkApi.as_view(), name="id-link"),
+    *(re_path(rf"^{path}/?$", view.as_view(), name=path) for path, view in API_VIEWS.items()),
     # /healthz has no route: config.healthz.HealthCheckMiddleware answers it before URL resolution.
     path("admin/", admin.site.urls),
     re_path(r"^api/schema/?$", SpectacularAPIView.as_view(), name="api-schema"),

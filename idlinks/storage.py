@@ -18,8 +18,8 @@ ON CONFLICT (subject_type_a_id, subject_id_a, subject_type_b_id, subject_id_b) D
 
 def id_link_insert(
     *, subject_type_a: int, subject_id_a: str, subject_type_b: int, subject_id_b: str, created_at: datetime
-) -> bool:
-    """Store one link, already in canonical order; False if the pair was stored before."""
+) -> None:
+    """Store one link, already in canonical order; nothing if the pair was stored before."""
     with connection.cursor() as cursor:
         cursor.execute(
             INSERT,
@@ -31,4 +31,3 @@ def id_link_insert(
                 connection.ops.adapt_datetimefield_value(created_at),
             ],
         )
-        return cursor.rowcount == 1
