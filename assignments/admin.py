@@ -167,7 +167,7 @@ class ExperimentAdmin(ResourceAdmin):
                 ]
             },
         ),
-        ("Assignment", {"fields": ["salt", "winning_variant"]}),
+        ("Assignment", {"fields": ["salt", "winning_variant", "follow_links"]}),
     ]
     list_display = ["key", "name", "status", "lab", "subject_type", "resource_version", "updated_at"]
     list_filter = ["status", "lab", "subject_type"]

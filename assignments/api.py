@@ -1,4 +1,4 @@
-"""POST /experiment-assignments (CONTRACT.md section 3)."""
+"""POST /experiment-assignments and POST /assignments: the two ways to ask for assignments."""
 
 from __future__ import annotations
 
@@ -12,12 +12,30 @@ from drf_spectacular.utils import (
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from assignments.assigning import assign_subjects
+from assignments.assigning import Unassigned, assign_subject, assign_subjects
 from config.api import JsonApiView, RequestBody
 from config.authentication import IsProxyRole
 from config.database import with_live_connection
-from config.fields import StrictStringField, SubjectIdListField
+from config.fields import (
+    IdentifierMapField,
+    StrictBooleanField,
+    StrictStringField,
+    StringListField,
+    SubjectIdListField,
+)
 from config.schema import TOKEN_PROBLEMS, ProblemDoc, problem_responses
+
+# Longer than any resource ID, so that a long unknown ID is still answered 404 experiment_not_found.
+EXPERIMENT_ID_MAX_LENGTH = 1000
+MAX_IDENTIFIERS = 10
+MAX_EXPERIMENTS = 100
+
+EXPERIMENT_NOT_FOUND = ProblemDoc(
+    "No experiment has that ID.",
+    "experiment_not_found",
+    "Experiment not found",
+    "No experiment has the ID 'checkout'.",
+)
 
 
 class ExperimentAssignmentsApi(JsonApiView):
@@ -25,7 +43,7 @@ class ExperimentAssignmentsApi(JsonApiView):
 
     @extend_schema_serializer(component_name="ExperimentAssignmentsRequest")
     class InputSerializer(serializers.Serializer):
-        experiment_id = StrictStringField(max_length=1000)
+        experiment_id = StrictStringField(max_length=EXPERIMENT_ID_MAX_LENGTH)
         subject_ids = SubjectIdListField()
 
     body = RequestBody(InputSerializer)
@@ -58,12 +76,7 @@ class ExperimentAssignmentsApi(JsonApiView):
                 400,
                 *TOKEN_PROBLEMS,
                 specific={
-                    404: ProblemDoc(
-                        "No experiment has that ID.",
-                        "experiment_not_found",
-                        "Experiment not found",
-                        "No experiment has the ID 'checkout'.",
-                    ),
+                    404: EXPERIMENT_NOT_FOUND,
                     409: ProblemDoc(
                         "The experiment is draft, ended or archived; `experiment_status` says which.",
                         "experiment_not_active",
@@ -80,3 +93,116 @@ class ExperimentAssignmentsApi(JsonApiView):
             assign_subjects, experiment_id=data["experiment_id"], subject_ids=data["subject_ids"]
         )
         return Response({"assignments": assignments})
+
+
+class AssignmentsApi(JsonApiView):
+    permission_classes = [IsProxyRole]
+
+    @extend_schema_serializer(component_name="AssignmentsRequest")
+    class InputSerializer(serializers.Serializer):
+        subject = IdentifierMapField(
+            max_entries=MAX_IDENTIFIERS,
+            help_text=f"1 to {MAX_IDENTIFIERS} identifiers of one subject: subject type ID (any case) to subject ID.",
+        )
+        experiments = StringListField(
+            max_items=MAX_EXPERIMENTS,
+            max_length=EXPERIMENT_ID_MAX_LENGTH,
+            required=False,
+            help_text=f"1 to {MAX_EXPERIMENTS} experiment IDs. Left out: every active or winner-declared "
+            "experiment of the subject's types.",
+        )
+        assign = StrictBooleanField(
+            default=True, help_text="false: store nothing, answer only stored assignments and winners."
+        )
+
+    body = RequestBody(InputSerializer)
+
+    @extend_schema(
+        operation_id="assignments",
+        summary="Get or make one subject's assignments in many experiments",
+        description="Roles: `proxy`, `admin`. Each experiment is answered by the rules of "
+        "`/experiment-assignments` for the identifier of its subject type; both endpoints store and return "
+        "the same assignment. Every experiment named appears in exactly one of `assignments` and "
+        "`unassigned`. An ID in `experiments` that names no experiment: 404, and nothing is stored.",
+        request=InputSerializer,
+        examples=[
+            OpenApiExample(
+                "A user with a cookie, in two experiments",
+                value={
+                    "subject": {"user": "u-1", "cookie": "c-81"},
+                    "experiments": ["checkout-button", "pricing"],
+                    "assign": True,
+                },
+                request_only=True,
+            ),
+            OpenApiExample(
+                "Every running experiment, without enrolling",
+                value={"subject": {"cookie": "c-81"}, "assign": False},
+                request_only=True,
+            ),
+            OpenApiExample(
+                "Their variants",
+                value={
+                    "assignments": {"checkout-button": "green", "pricing": "control"},
+                    "new_assignments": ["pricing"],
+                    "unassigned": {"onboarding": "subject_type_missing"},
+                },
+                response_only=True,
+            ),
+        ],
+        responses={
+            200: OpenApiResponse(
+                inline_serializer(
+                    "AssignmentsResponse",
+                    {
+                        "assignments": serializers.DictField(
+                            child=serializers.CharField(), help_text="Experiment ID (as configured) to variant ID."
+                        ),
+                        "new_assignments": serializers.ListField(
+                            child=serializers.CharField(),
+                            help_text="The experiments whose assignment this request stored, in the order of "
+                            "`assignments`.",
+                        ),
+                        "unassigned": serializers.DictField(
+                            child=serializers.ChoiceField(
+                                choices=[
+                                    Unassigned.EXPERIMENT_NOT_ACTIVE,
+                                    Unassigned.SUBJECT_TYPE_MISSING,
+                                    Unassigned.NOT_ASSIGNED,
+                                ]
+                            ),
+                            help_text="Experiment ID to why it has no variant: `experiment_not_active` (draft, "
+                            "ended, archived), `subject_type_missing` (no identifier of its subject type), "
+                            "`not_assigned` (`assign` is false and nothing is stored); the first that applies.",
+                        ),
+                    },
+                ),
+                description="Every experiment asked for, in exactly one of `assignments` and `unassigned`.",
+            ),
+            **problem_responses(
+                *TOKEN_PROBLEMS,
+                specific={
+                    400: ProblemDoc(
+                        "Invalid body (`invalid_request`, `malformed_json`), or a key of `subject` that names no "
+                        "active subject type (`unknown_subject_type`).",
+                        "unknown_subject_type",
+                        "Unknown subject type",
+                        "subject.visitor: no subject type has the ID 'visitor'",
+                    ),
+                    404: EXPERIMENT_NOT_FOUND,
+                },
+            ),
+        },
+    )
+    def post(self, request):
+        data = self.body.validate(request.data)
+        answer = with_live_connection(
+            assign_subject, subject=data["subject"], experiment_ids=data.get("experiments"), assign=data["assign"]
+        )
+        return Response(
+            {
+                "assignments": answer.assignments,
+                "new_assignments": answer.new_assignments,
+                "unassigned": answer.unassigned,
+            }
+        )

@@ -1,92 +1,270 @@
-"""The assignment hot path: decide, store and settle races, for both assignment endpoints."""
+"""The assignment hot path: decide, store and settle races, for both assignment endpoints.
+
+`_settle` is the one place that does it: POST /experiment-assignments asks it for
+many subjects of one experiment, POST /assignments for one subject in many
+experiments, so both store and return the same assignment for the same experiment
+and subject ID, whichever is called first and however many processes race.
+"""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from django.db import IntegrityError
 from django.utils import timezone
 
 from assignments.errors import ExperimentNotActive, ExperimentNotFound
-from assignments.models import Experiment
-from assignments.selectors import ExperimentState, experiment_states, experiment_version_get
-from assignments.storage import assignments_fetch, assignments_insert
+from assignments.models import Assignment, Experiment, Variant
+from assignments.selectors import (
+    ExperimentCatalog,
+    ExperimentState,
+    experiment_catalog,
+    experiment_catalog_version,
+    experiment_states,
+    subject_types_active,
+)
+from assignments.storage import Stored, assignments_fetch, assignments_insert, assignments_linked_first
+
+# Following links (spec.followLinks): how far from a new subject, and through how many
+# identifiers, to look for one already assigned in the experiment.
+LINK_MAX_DEPTH = 4
+LINK_MAX_IDENTIFIERS = 1000
+
+RUNNING = (Experiment.Status.ACTIVE, Experiment.Status.WINNER_DECLARED)
 
 
-def _current_state(experiment_id: str, *, bypass_cache: bool) -> ExperimentState:
+@dataclass(frozen=True)
+class Settled:
+    stored: Stored
+    # The (experiment pk, subject ID) pairs this request stored.
+    created: frozenset[tuple[int, str]]
+
+
+def _new_rows(states: dict[int, ExperimentState], missing: list[tuple[int, str]]) -> list[tuple]:
+    """The rows to store for the missing pairs, sorted: carried over from a linked identifier where
+    the experiment follows links and one is assigned, else hashed."""
+    following = [(pk, states[pk].subject_type_pk, subject_id) for pk, subject_id in missing if states[pk].follow_links]
+    linked = (
+        assignments_linked_first(asked=following, max_depth=LINK_MAX_DEPTH, max_identifiers=LINK_MAX_IDENTIFIERS)
+        if following
+        else {}
+    )
+    rows = []
+    for pk, subject_id in missing:
+        state = states[pk]
+        variant_pk = linked.get((pk, subject_id))
+        if variant_pk is None:
+            rows.append((pk, subject_id, state.variant_pk_for(subject_id), state.cohort, Assignment.Source.HASHED))
+        else:
+            rows.append((pk, subject_id, variant_pk, state.cohort, Assignment.Source.LINKED))
+    return rows
+
+
+def _settle(
+    states: Sequence[ExperimentState],
+    subjects: dict[int, list[str]],
+    *,
+    assign: bool,
+    expected_version: int | None,
+    experiment_pk: int | None = None,
+) -> Settled | None:
+    """The stored variant of each (experiment, subject) pair asked, storing the missing ones of
+    active experiments when `assign`; None if the cached states were stale (nothing was written then).
+
+    `subjects` maps experiment pk to the subject IDs to look up. The version checked is
+    `experiment_pk`'s resource_version or, without it, experiment_catalog_version; states
+    loaded by this request (`expected_version` None) are current and not checked.
+    At most four statements: read the stored pairs (with the version), find linked
+    identifiers' assignments (only for experiments that follow links), insert the missing
+    (ignoring conflicts on assignment_experiment_subject_unique) and, only if a concurrent
+    request won some of those conflicts, read the rows it stored.
+    """
+    version, stored = assignments_fetch(subjects=subjects, experiment_pk=experiment_pk)
+    if expected_version is not None and version != expected_version:
+        return None
+    by_pk = {state.pk: state for state in states}
+    missing = sorted(
+        (pk, subject_id)
+        for pk, subject_ids in subjects.items()
+        if by_pk[pk].status == Experiment.Status.ACTIVE
+        for subject_id in subject_ids
+        if (pk, subject_id) not in stored
+    )
+    if not assign or not missing:
+        return Settled(stored=stored, created=frozenset())
+    inserted = assignments_insert(rows=_new_rows(by_pk, missing), created_at=timezone.now())
+    stored.update(inserted)
+    lost: dict[int, list[str]] = defaultdict(list)
+    for pk, subject_id in missing:
+        if (pk, subject_id) not in inserted:
+            lost[pk].append(subject_id)
+    if lost:
+        stored.update(assignments_fetch(subjects=lost, experiment_pk=experiment_pk)[1])
+    return Settled(stored=stored, created=frozenset(inserted))
+
+
+def _variant_keys(states: Sequence[ExperimentState], stored: Stored) -> dict[int, str]:
+    """The ID of every variant the states name or `stored` holds.
+
+    A stored variant can be newer than the state: an apply committed after the read
+    that checked the state added a variant, and another process assigned it since.
+    Its ID is then read; this request's answer is the stored row all the same.
+    """
+    keys = {pk: key for state in states for pk, key in state.variant_keys.items()}
+    unknown = {variant_pk for variant_pk in stored.values() if variant_pk not in keys}
+    if unknown:
+        keys.update(Variant.objects.filter(pk__in=unknown).values_list("pk", "key"))
+    return keys
+
+
+def _with_fresh_state(answer):
+    """`answer(bypass_cache=False)`, or `answer(bypass_cache=True)` when that found its cached state stale
+    (nothing was written then).
+
+    A state loaded now is current: an apply committing from here on is ordered
+    after this request, so it is not checked again.
+    """
+    try:
+        result = answer(bypass_cache=False)
+    except IntegrityError:
+        # The cached state named a variant that a concurrent apply has since
+        # removed, and the foreign key refused it: nothing was stored.
+        result = None
+    return result if result is not None else answer(bypass_cache=True)
+
+
+def _experiment_answer(experiment_id: str, subject_ids: list[str], *, bypass_cache: bool) -> dict[str, str] | None:
     if bypass_cache:
         experiment_states.forget(experiment_id)
     state = experiment_states.get(experiment_id)
     if state is None:
         raise ExperimentNotFound(f"No experiment has the ID {experiment_id!r}.")
-    return state
-
-
-def _stored_variants(state: ExperimentState, subject_ids: list[str], *, bypass_cache: bool) -> dict[str, int] | None:
-    """Every subject's stored variant pk, creating the missing assignments; None if
-    a cached state turned out to be stale (nothing was written then).
-
-    At most three statements: read the existing (with the experiment's version),
-    insert the missing (ignoring conflicts on assignment_experiment_subject_unique),
-    and, only if a concurrent request won some of those conflicts, read the rows it stored.
-    """
-    version, stored = assignments_fetch(experiment_pk=state.pk, subject_ids=subject_ids)
-    if not bypass_cache and version != state.version:
+    # Only an active experiment's subjects are looked up; for the others the read checks
+    # the cached status before it is answered.
+    subjects = {state.pk: subject_ids} if state.status == Experiment.Status.ACTIVE else {}
+    expected_version = None if bypass_cache else state.version
+    settled = _settle([state], subjects, assign=True, expected_version=expected_version, experiment_pk=state.pk)
+    if settled is None:
         return None
-    missing = sorted(subject_id for subject_id in subject_ids if subject_id not in stored)
-    if not missing:
-        return stored
-    rows = [(subject_id, state.variant_pk_for(subject_id)) for subject_id in missing]
-    inserted = assignments_insert(experiment_pk=state.pk, cohort=state.cohort, rows=rows, created_at=timezone.now())
-    stored.update(inserted)
-    lost = [subject_id for subject_id in missing if subject_id not in inserted]
-    if lost:
-        stored.update(assignments_fetch(experiment_pk=state.pk, subject_ids=lost)[1])
-    return stored
-
-
-def _assign(experiment_id: str, subject_ids: list[str], *, bypass_cache: bool) -> dict[str, str] | None:
-    """The answer from the cached (or, bypassing the cache, a newly loaded) state; None if that state is stale."""
-    state = _current_state(experiment_id, bypass_cache=bypass_cache)
-    if state.status != Experiment.Status.ACTIVE:
-        # Not a hot path for long: experiments leave these statuses rarely, so one
-        # primary-key read to confirm the cached status is cheap insurance.
-        if not bypass_cache and experiment_version_get(experiment_pk=state.pk) != state.version:
-            return None
-        if state.status != Experiment.Status.WINNER_DECLARED:
-            raise ExperimentNotActive(
-                f"Experiment {state.key!r} is {state.status}; only active experiments assign subjects.",
-                experiment_status=state.status,
-            )
+    if state.status == Experiment.Status.WINNER_DECLARED:
         winner = state.variant_keys[state.winning_variant_pk]
         return {subject_id: winner for subject_id in subject_ids}
-    stored = _stored_variants(state, subject_ids, bypass_cache=bypass_cache)
-    if stored is None:
-        return None
-    if not all(variant_pk in state.variant_keys for variant_pk in stored.values()):
-        # An apply committed since our fetch added a variant another process already assigned.
-        state = _current_state(experiment_id, bypass_cache=True)
-    return {subject_id: state.variant_keys[stored[subject_id]] for subject_id in subject_ids}
+    if state.status != Experiment.Status.ACTIVE:
+        raise ExperimentNotActive(
+            f"Experiment {state.key!r} is {state.status}; only active experiments assign subjects.",
+            experiment_status=state.status,
+        )
+    keys = _variant_keys([state], settled.stored)
+    return {subject_id: keys[settled.stored[(state.pk, subject_id)]] for subject_id in subject_ids}
 
 
 def assign_subjects(*, experiment_id: str, subject_ids: Sequence[str]) -> dict[str, str]:
-    """Each distinct subject's variant ID, in the order first sent.
+    """Each distinct subject's variant ID, in the order first sent (POST /experiment-assignments).
 
-    Active: stored assignments win; missing ones are computed (hashing.py) and
+    Active: stored assignments win; missing ones are carried over from a linked
+    identifier (when the experiment follows links) or computed (hashing.py), and
     stored. Winner declared: the winner for everyone, nothing stored.
     The experiment's state comes from a per-process cache that is checked against
     the stored resource_version on every request, so an apply by any process is
     seen by the next request.
     """
     distinct = list(dict.fromkeys(subject_ids))
-    try:
-        answer = _assign(experiment_id, distinct, bypass_cache=False)
-    except IntegrityError:
-        # The cached state named a variant that a concurrent apply has since
-        # removed, and the foreign key refused it: nothing was stored.
-        answer = None
-    if answer is None:
-        # A state loaded now is current: an apply committing from here on is
-        # ordered after this request, so it is not checked again.
-        answer = _assign(experiment_id, distinct, bypass_cache=True)
+    return _with_fresh_state(
+        lambda bypass_cache: _experiment_answer(experiment_id, distinct, bypass_cache=bypass_cache)
+    )
+
+
+@dataclass(frozen=True)
+class SubjectAssignments:
+    """The answer of POST /assignments."""
+
+    assignments: dict[str, str]
+    new_assignments: list[str]
+    unassigned: dict[str, str]
+
+
+class Unassigned:
+    """Why an experiment has no variant for the subject, in the order that decides when several apply."""
+
+    EXPERIMENT_NOT_ACTIVE = "experiment_not_active"
+    SUBJECT_TYPE_MISSING = "subject_type_missing"
+    NOT_ASSIGNED = "not_assigned"
+
+
+def _named_experiments(
+    catalog: ExperimentCatalog, experiment_ids: list[str], *, bypass_cache: bool
+) -> list[ExperimentState] | None:
+    """The experiments named, each once, in the order first named; None if a cached catalog
+    turned out to be stale. Raises ExperimentNotFound naming every ID that names none."""
+    states = [catalog.get(experiment_id) for experiment_id in experiment_ids]
+    unknown = [experiment_id for experiment_id, state in zip(experiment_ids, states, strict=True) if state is None]
+    if unknown:
+        # One created since the catalog was cached is found by loading it again.
+        if not bypass_cache and experiment_catalog_version() != catalog.version:
+            return None
+        names = ", ".join(repr(experiment_id) for experiment_id in unknown)
+        raise ExperimentNotFound(
+            f"No experiment has the ID {names}." if len(unknown) == 1 else f"No experiments have the IDs {names}."
+        )
+    return list({state.pk: state for state in states}.values())
+
+
+def _subject_answer(
+    identifiers: dict[int, str], experiment_ids: list[str] | None, *, assign: bool, bypass_cache: bool
+) -> SubjectAssignments | None:
+    catalog = experiment_catalog.get(bypass_cache=bypass_cache)
+    if experiment_ids is None:
+        states = catalog.running(set(identifiers))
+    else:
+        states = _named_experiments(catalog, experiment_ids, bypass_cache=bypass_cache)
+        if states is None:
+            return None
+    subjects = {
+        state.pk: [identifiers[state.subject_type_pk]]
+        for state in states
+        if state.status == Experiment.Status.ACTIVE and state.subject_type_pk in identifiers
+    }
+    settled = _settle(states, subjects, assign=assign, expected_version=None if bypass_cache else catalog.version)
+    if settled is None:
+        return None
+    keys = _variant_keys(states, settled.stored)
+    answer = SubjectAssignments(assignments={}, new_assignments=[], unassigned={})
+    for state in states:
+        subject_id = identifiers.get(state.subject_type_pk)
+        variant_pk = settled.stored.get((state.pk, subject_id))
+        if state.status not in RUNNING:
+            answer.unassigned[state.key] = Unassigned.EXPERIMENT_NOT_ACTIVE
+        elif subject_id is None:
+            answer.unassigned[state.key] = Unassigned.SUBJECT_TYPE_MISSING
+        elif state.status == Experiment.Status.WINNER_DECLARED:
+            answer.assignments[state.key] = state.variant_keys[state.winning_variant_pk]
+        elif variant_pk is None:
+            answer.unassigned[state.key] = Unassigned.NOT_ASSIGNED
+        else:
+            answer.assignments[state.key] = keys[variant_pk]
+            if (state.pk, subject_id) in settled.created:
+                answer.new_assignments.append(state.key)
     return answer
+
+
+def assign_subject(
+    *, subject: dict[str, str], experiment_ids: Sequence[str] | None, assign: bool
+) -> SubjectAssignments:
+    """One subject, known by one identifier per subject type, in many experiments (POST /assignments).
+
+    `subject` maps subject type IDs (any case; each must name an active type) to
+    subject IDs. Without `experiment_ids`, every active or winner-declared experiment
+    of those types, ordered by ID. Each experiment is answered by the rules of
+    assign_subjects for the identifier of its subject type; with `assign` false
+    nothing is stored. The experiments come from a per-process catalog checked
+    against experiment_catalog_version on every request, in the statement that reads
+    the stored assignments, so the cost is the same for 1 experiment or 100.
+    """
+    types = subject_types_active({f"subject.{type_id}": type_id for type_id in subject})
+    identifiers = {types[f"subject.{type_id}"].pk: subject_id for type_id, subject_id in subject.items()}
+    named = None if experiment_ids is None else list(experiment_ids)
+    return _with_fresh_state(
+        lambda bypass_cache: _subject_answer(identifiers, named, assign=assign, bypass_cache=bypass_cache)
+    )

@@ -40,7 +40,7 @@ from assignments.resources import (
     resource_read,
     resources_check_unique,
 )
-from assignments.selectors import experiment_states, subject_types
+from assignments.selectors import experiment_catalog, experiment_states, subject_types
 
 MODELS = {"subjecttype": SubjectType, "lab": Lab, "experiment": Experiment}
 # Where a document built by the admin comes from, in error messages and history.
@@ -235,6 +235,7 @@ def _apply_experiment(spec: ExperimentSpec, errors: list[ResourceProblem]) -> st
         "salt": spec.effective_salt,
         "status": spec.status,
         "winning_variant_id": winner.pk if winner else None,
+        "follow_links": spec.follow_links,
     }
     if created:
         for name, value in values.items():
@@ -327,6 +328,7 @@ def resources_apply(
     # resource_version on their next request, and new subject types at once (archived
     # ones within SUBJECT_TYPE_CACHE_SECONDS).
     experiment_states.clear()
+    experiment_catalog.clear()
     subject_types.clear()
     return [ApplyResult(spec.kind, spec.key, outcomes[index]) for index, spec in enumerate(specs)]
 

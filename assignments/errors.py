@@ -1,4 +1,4 @@
-"""Failures of the assignment API that clients branch on (CONTRACT.md section 3)."""
+"""Failures of the assignment and identifier-link APIs that clients branch on."""
 
 from __future__ import annotations
 
@@ -15,3 +15,9 @@ class ExperimentNotActive(ProblemError):
     status = 409
     code = "experiment_not_active"
     title = "Experiment not active"
+
+
+class UnknownSubjectType(ProblemError):
+    status = 400
+    code = "unknown_subject_type"
+    title = "Unknown subject type"

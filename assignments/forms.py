@@ -164,6 +164,7 @@ class ExperimentForm(ResourceForm):
         "spec.hypothesis": "hypothesis",
         "spec.salt": "salt",
         "spec.winningVariant": "winning_variant",
+        "spec.followLinks": "follow_links",
     }
     applies_in_clean = False
 
@@ -185,6 +186,12 @@ class ExperimentForm(ResourceForm):
         max_length=100,
         required=False,
         help_text="The variant's ID: required exactly when the status is winner declared.",
+    )
+    follow_links = forms.BooleanField(
+        label="Follow identifier links",
+        required=False,
+        help_text="A new subject takes the variant of the earliest assigned identifier linked to it "
+        "(at most 4 links away) instead of a hashed one. Applies to new assignments only.",
     )
 
     class Meta:
@@ -209,6 +216,7 @@ class ExperimentForm(ResourceForm):
             "hypothesis": spec["hypothesis"],
             "salt": spec["salt"],
             "winning_variant": spec.get("winningVariant", ""),
+            "follow_links": spec["followLinks"],
         }
 
     def experiment_document(self, variants: list[dict]) -> dict:
@@ -220,6 +228,7 @@ class ExperimentForm(ResourceForm):
             spec["salt"] = data["salt"]
         if data["winning_variant"]:
             spec["winningVariant"] = data["winning_variant"]
+        spec["followLinks"] = data["follow_links"]
         document["spec"] = {**spec, "variants": variants}
         return document
 

@@ -31,7 +31,11 @@ class ResourceQuerySet(models.QuerySet):
         """The resource whose ID is `key` ignoring case, or None (also for a malformed ID)."""
         if not is_resource_id(key):
             return None
-        return self.alias(lkey=Lower("key")).filter(lkey=key.lower()).first()
+        return self.get_ci_all(key).first()
+
+    def get_ci_all(self, key: str):
+        """The resources whose ID is `key` ignoring case (one at most), as a queryset; `key` must be well formed."""
+        return self.alias(lkey=Lower("key")).filter(lkey=key.lower())
 
 
 class ResourceModel(models.Model):
@@ -88,6 +92,8 @@ class Experiment(ResourceModel):
     hypothesis = models.TextField(blank=True, default="")
     salt = models.CharField(max_length=200)
     winning_variant = models.ForeignKey("Variant", on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    # spec.followLinks: a new subject takes the variant of an identifier linked to it, if one has any.
+    follow_links = models.BooleanField(default=False)
 
     class Meta:
         constraints = [

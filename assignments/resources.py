@@ -28,7 +28,7 @@ METADATA_FIELDS = {
     "lab": {"id", "name", "description", "resourceVersion"},
     "experiment": {"id", "name", "description", "status", "parentId", "resourceVersion"},
 }
-EXPERIMENT_SPEC_FIELDS = {"subjectType", "hypothesis", "salt", "winningVariant", "variants"}
+EXPERIMENT_SPEC_FIELDS = {"subjectType", "hypothesis", "salt", "winningVariant", "followLinks", "variants"}
 VARIANT_FIELDS = {"id", "name", "description", "control", "split"}
 
 
@@ -89,6 +89,7 @@ class ExperimentSpec:
     salt: str | None
     winning_variant: str | None
     variants: tuple[VariantSpec, ...]
+    follow_links: bool = False
     version: int | None = None
 
     kind = "experiment"
@@ -248,6 +249,9 @@ def _read_experiment(reader: _Reader, document: dict) -> ExperimentSpec | None:
     winner = spec.get("winningVariant")
     if winner is not None and not isinstance(winner, str):
         reader.error("spec.winningVariant", "must be a string")
+    follow_links = spec.get("followLinks", False)
+    if not isinstance(follow_links, bool):
+        reader.error("spec.followLinks", "must be true or false")
     variants = _read_variants(reader, spec.get("variants"))
     if status == Experiment.Status.WINNER_DECLARED and winner is None:
         reader.error("spec.winningVariant", "is required when status is winner_declared")
@@ -269,6 +273,7 @@ def _read_experiment(reader: _Reader, document: dict) -> ExperimentSpec | None:
         salt=salt,
         winning_variant=winner,
         variants=variants,
+        follow_links=follow_links,
         version=version,
     )
 
@@ -412,6 +417,7 @@ def _experiment_document(experiment: Experiment) -> dict:
     }
     if experiment.winning_variant is not None:
         spec["winningVariant"] = experiment.winning_variant.key
+    spec["followLinks"] = experiment.follow_links
     spec["variants"] = variants
     return {
         "schemaVersion": SCHEMA_VERSION,

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import defaultdict
 from dataclasses import dataclass
 
+from django.db.models import Max, QuerySet, Sum
+
+from assignments.errors import UnknownSubjectType
 from assignments.hashing import Allocation
-from assignments.models import Cohort, Experiment, SubjectType, Variant
+from assignments.models import Cohort, Experiment, SubjectType, Variant, is_resource_id
 
 MAX_CACHED_EXPERIMENTS = 10_000
 # How long a process trusts its list of subject types: one archived elsewhere is refused within this time.
@@ -28,11 +32,13 @@ class ExperimentState:
     key: str
     version: int
     status: str
+    subject_type_pk: int
     salt: str
     cohort: int
     allocation: Allocation[int]
     winning_variant_pk: int | None
     variant_keys: dict[int, str]
+    follow_links: bool
 
     def variant_pk_for(self, subject_id: str) -> int:
         return self.allocation.variant_for(self.salt, subject_id)
@@ -48,29 +54,59 @@ def experiment_cohort_current(*, experiment_pk: int) -> int:
     return number.first() or 1
 
 
-def experiment_version_get(*, experiment_pk: int) -> int | None:
-    return Experiment.objects.filter(pk=experiment_pk).values_list("resource_version", flat=True).first()
+def experiment_states_load(experiments: QuerySet[Experiment]) -> list[ExperimentState]:
+    """The current state of each of these experiments, in two queries however many they are.
+
+    The experiments (with their current cohort) are read before their variants: a
+    change committed in between is newer than the versions read, so the hot path's
+    version check finds it stale and loads it again.
+    """
+    rows = list(
+        experiments.annotate(current_cohort=Max("cohorts__number")).values_list(
+            "pk",
+            "key",
+            "resource_version",
+            "status",
+            "subject_type",
+            "salt",
+            "current_cohort",
+            "winning_variant",
+            "follow_links",
+        )
+    )
+    if not rows:
+        return []
+    variants: dict[int, list[tuple[int, str, float]]] = defaultdict(list)
+    for experiment_pk, pk, key, split in (
+        Variant.objects.filter(experiment__in=experiments.values("pk"))
+        .order_by("experiment", "position")
+        .values_list("experiment", "pk", "key", "split")
+    ):
+        variants[experiment_pk].append((pk, key, split))
+    return [
+        ExperimentState(
+            pk=pk,
+            key=key,
+            version=version,
+            status=status,
+            subject_type_pk=subject_type_pk,
+            salt=salt,
+            cohort=cohort or 1,
+            allocation=Allocation([(variant_pk, split) for variant_pk, _, split in variants[pk]]),
+            winning_variant_pk=winning_variant_pk,
+            variant_keys={variant_pk: variant_key for variant_pk, variant_key, _ in variants[pk]},
+            follow_links=follow_links,
+        )
+        for pk, key, version, status, subject_type_pk, salt, cohort, winning_variant_pk, follow_links in rows
+    ]
 
 
 def experiment_state_load(*, experiment_id: str) -> ExperimentState | None:
-    """The experiment's current state from the database (three small queries)."""
-    experiment = experiment_get_ci(experiment_id=experiment_id)
-    if experiment is None:
+    """The experiment's current state from the database, or None if no experiment has that ID."""
+    if not is_resource_id(experiment_id):
         return None
-    variants = list(
-        Variant.objects.filter(experiment=experiment).order_by("position").values_list("pk", "key", "split")
-    )
-    return ExperimentState(
-        pk=experiment.pk,
-        key=experiment.key,
-        version=experiment.resource_version,
-        status=experiment.status,
-        salt=experiment.salt,
-        cohort=experiment_cohort_current(experiment_pk=experiment.pk),
-        allocation=Allocation([(pk, split) for pk, _, split in variants]),
-        winning_variant_pk=experiment.winning_variant_id,
-        variant_keys={pk: key for pk, key, _ in variants},
-    )
+    states = experiment_states_load(Experiment.objects.get_ci_all(experiment_id))
+    return states[0] if states else None
 
 
 class ExperimentStateCache:
@@ -111,6 +147,69 @@ class ExperimentStateCache:
 experiment_states = ExperimentStateCache()
 
 
+def experiment_catalog_version() -> int:
+    """A number that grows with every change of any experiment: the sum of their resource versions.
+
+    Experiments are never deleted, a new one adds its version, and every real change
+    raises one experiment's version, so the sum moves whenever anything that the
+    catalog holds changes.
+    """
+    return Experiment.objects.aggregate(total=Sum("resource_version"))["total"] or 0
+
+
+@dataclass(frozen=True)
+class ExperimentCatalog:
+    """Every experiment's state, for POST /assignments, which names many experiments or none."""
+
+    version: int
+    by_key: dict[str, ExperimentState]
+    # Ordered by lower-cased experiment ID: the order of an answer for all running experiments.
+    ordered: tuple[ExperimentState, ...]
+
+    def get(self, experiment_id: str) -> ExperimentState | None:
+        return self.by_key.get(experiment_id.lower())
+
+    def running(self, subject_type_pks: set[int]) -> list[ExperimentState]:
+        """The active and winner-declared experiments of these subject types."""
+        return [
+            state
+            for state in self.ordered
+            if state.subject_type_pk in subject_type_pks
+            and state.status in (Experiment.Status.ACTIVE, Experiment.Status.WINNER_DECLARED)
+        ]
+
+
+class ExperimentCatalogCache:
+    """Per-process ExperimentCatalog, checked like ExperimentStateCache's entries.
+
+    The hot path reads experiment_catalog_version in a statement it runs anyway and
+    reloads the whole catalog (three queries) when it moved, so an experiment created or
+    changed by any process is seen by the next request. Experiments are a few hundred
+    rows, and they change a few times a day.
+    """
+
+    def __init__(self) -> None:
+        self._catalog: ExperimentCatalog | None = None
+
+    def get(self, *, bypass_cache: bool = False) -> ExperimentCatalog:
+        catalog = self._catalog
+        if catalog is None or bypass_cache:
+            # The version first: a change committed while the rows are read makes it stale, never newer.
+            version = experiment_catalog_version()
+            ordered = sorted(experiment_states_load(Experiment.objects.all()), key=lambda state: state.key.lower())
+            catalog = ExperimentCatalog(
+                version=version, by_key={state.key.lower(): state for state in ordered}, ordered=tuple(ordered)
+            )
+            self._catalog = catalog
+        return catalog
+
+    def clear(self) -> None:
+        self._catalog = None
+
+
+experiment_catalog = ExperimentCatalogCache()
+
+
 class SubjectTypeCache:
     """Per-process map of every subject type by lower-cased ID, for /id-link.
 
@@ -143,3 +242,26 @@ class SubjectTypeCache:
 
 
 subject_types = SubjectTypeCache()
+
+
+def subject_types_active(type_ids: dict[str, str]) -> dict[str, SubjectType]:
+    """The active subject type named by each value, keyed as given (by the field path it came from).
+
+    Raises UnknownSubjectType naming every path whose type does not exist or is archived
+    (as this process last saw them, at most SUBJECT_TYPE_CACHE_SECONDS ago).
+    """
+    found = {
+        path: subject_types.get(type_id) if is_resource_id(type_id) else None for path, type_id in type_ids.items()
+    }
+    errors = []
+    for path, subject_type in found.items():
+        if subject_type is None:
+            message = f"no subject type has the ID {type_ids[path]!r}"
+        elif subject_type.status != SubjectType.Status.ACTIVE:
+            message = f"subject type {subject_type.key!r} is {subject_type.status}"
+        else:
+            continue
+        errors.append({"field": path, "message": message})
+    if errors:
+        raise UnknownSubjectType("; ".join(f"{e['field']}: {e['message']}" for e in errors), errors=errors)
+    return found

@@ -1,4 +1,5 @@
-"""Set-based SQL for the assignment hot path: one statement per step, whatever the batch size.
+"""Set-based SQL for the assignment hot path: one statement per step, whatever the batch size
+and however many experiments a request names.
 
 The ORM would send `subject_id IN (...)` with one parameter per subject. Here a
 batch travels as one JSON text parameter, expanded by the database
@@ -22,10 +23,19 @@ from config.database import statement_cursor
 
 TABLE = "assignments_assignment"
 
-# The first branch returns the experiment's resource_version (its row has a NULL
-# subject ID), so the caller learns whether its cached state is stale at no extra
-# round trip; no row at all means the experiment is gone.
-#
+# The first row of a fetch tells the caller whether its cached state is stale, at no
+# extra round trip; its other columns are NULL. For one experiment it is that
+# experiment's resource_version (no row at all: the experiment is gone); for the
+# catalog of every experiment, experiment_catalog_version.
+POSTGRES_HEAD_EXPERIMENT = """
+SELECT NULL::bigint, NULL::text, NULL::bigint, e.resource_version::bigint FROM assignments_experiment e WHERE e.id = %s
+"""
+POSTGRES_HEAD_CATALOG = """
+SELECT NULL::bigint, NULL::text, NULL::bigint, coalesce(sum(e.resource_version), 0)::bigint
+FROM assignments_experiment e
+"""
+
+# The subjects travel as one JSON object, {"<experiment pk>": ["<subject ID>", ...], ...}.
 # Each subject is looked up on its own, through the unique index on (experiment_id,
 # subject_id): OFFSET 0 keeps the planner from turning the lookup into a join, for
 # which it could pick a scan of all the experiment's rows. This statement is
@@ -33,76 +43,180 @@ TABLE = "assignments_assignment"
 # plan is chosen without knowing the experiment: with many small experiments in the
 # statistics, a join plan would read the whole of a big one on every request.
 POSTGRES_FETCH = """
-SELECT NULL, NULL, e.resource_version FROM assignments_experiment e WHERE e.id = %s
 UNION ALL
-SELECT s.subject_id, a.variant_id, NULL
-FROM json_array_elements_text(%s::json) AS s(subject_id)
+SELECT s.experiment_id, s.subject_id, a.variant_id, NULL
+FROM (
+    SELECT e.key::bigint AS experiment_id, x.subject_id
+    FROM json_each(%s::json) AS e CROSS JOIN LATERAL json_array_elements_text(e.value) AS x(subject_id)
+) AS s
 CROSS JOIN LATERAL (
     SELECT variant_id FROM assignments_assignment
-    WHERE experiment_id = %s AND subject_id = s.subject_id
+    WHERE experiment_id = s.experiment_id AND subject_id = s.subject_id
     OFFSET 0
 ) AS a
 """
 
-# Rows arrive sorted by subject ID, so two batches that overlap take their
-# unique-index locks in the same order and cannot deadlock.
+# Rows arrive sorted by (experiment, subject ID), so two batches that overlap take
+# their unique-index locks in the same order and cannot deadlock.
 POSTGRES_INSERT = """
-INSERT INTO assignments_assignment (experiment_id, subject_id, variant_id, cohort, created_at)
-SELECT %s, s.item ->> 0, (s.item ->> 1)::bigint, %s, %s
+INSERT INTO assignments_assignment (experiment_id, subject_id, variant_id, cohort, source, created_at)
+SELECT (s.item ->> 0)::bigint, s.item ->> 1, (s.item ->> 2)::bigint, (s.item ->> 3)::integer, s.item ->> 4, %s
 FROM json_array_elements(%s::json) WITH ORDINALITY AS s(item, ord)
 ORDER BY s.ord
 ON CONFLICT (experiment_id, subject_id) DO NOTHING
-RETURNING subject_id, variant_id
+RETURNING experiment_id, subject_id, variant_id
 """
 
+SQLITE_HEAD_EXPERIMENT = "SELECT NULL, NULL, NULL, e.resource_version FROM assignments_experiment e WHERE e.id = %s"
+SQLITE_HEAD_CATALOG = "SELECT NULL, NULL, NULL, coalesce(sum(e.resource_version), 0) FROM assignments_experiment e"
+
 SQLITE_FETCH = """
-SELECT NULL, NULL, e.resource_version FROM assignments_experiment e WHERE e.id = %s
 UNION ALL
-SELECT a.subject_id, a.variant_id, NULL
-FROM json_each(%s) AS s
-JOIN assignments_assignment a ON a.experiment_id = %s AND a.subject_id = s.value
+SELECT a.experiment_id, a.subject_id, a.variant_id, NULL
+FROM json_each(%s) AS e, json_each(e.value) AS x
+JOIN assignments_assignment a ON a.experiment_id = CAST(e.key AS INTEGER) AND a.subject_id = x.value
 """
 
 # SQLite needs the WHERE to tell the upsert clause from a join constraint.
 SQLITE_INSERT = """
-INSERT INTO assignments_assignment (experiment_id, subject_id, variant_id, cohort, created_at)
-SELECT %s, json_extract(value, '$[0]'), json_extract(value, '$[1]'), %s, %s
+INSERT INTO assignments_assignment (experiment_id, subject_id, variant_id, cohort, source, created_at)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
+       json_extract(value, '$[3]'), json_extract(value, '$[4]'), %s
 FROM json_each(%s) WHERE true ORDER BY key
 ON CONFLICT (experiment_id, subject_id) DO NOTHING
-RETURNING subject_id, variant_id
+RETURNING experiment_id, subject_id, variant_id
 """
 
+FETCH = {
+    ("postgresql", True): POSTGRES_HEAD_EXPERIMENT + POSTGRES_FETCH,
+    ("postgresql", False): POSTGRES_HEAD_CATALOG + POSTGRES_FETCH,
+    ("sqlite", True): SQLITE_HEAD_EXPERIMENT + SQLITE_FETCH,
+    ("sqlite", False): SQLITE_HEAD_CATALOG + SQLITE_FETCH,
+}
 
-def _json(value: Sequence) -> str:
+# (experiment pk, subject ID) -> variant pk
+Stored = dict[tuple[int, str], int]
+
+
+def _json(value) -> str:
     return orjson.dumps(value).decode()
 
 
-def assignments_fetch(*, experiment_pk: int, subject_ids: Sequence[str]) -> tuple[int | None, dict[str, int]]:
-    """The experiment's current resource_version (None if it is gone), and the stored
-    variant primary keys of those subjects that have one."""
-    sql = POSTGRES_FETCH if connection.vendor == "postgresql" else SQLITE_FETCH
+def _vendor() -> str:
+    return "postgresql" if connection.vendor == "postgresql" else "sqlite"
+
+
+def assignments_fetch(
+    *, subjects: dict[int, Sequence[str]], experiment_pk: int | None = None
+) -> tuple[int | None, Stored]:
+    """The stored variant primary keys of those (experiment pk, subject ID) pairs that have one,
+    and a version to check the caller's cached state with: `experiment_pk`'s resource_version
+    (None if it is gone) or, without it, experiment_catalog_version."""
+    sql = FETCH[(_vendor(), experiment_pk is not None)]
+    head = [] if experiment_pk is None else [experiment_pk]
     with statement_cursor(table=TABLE) as cursor:
-        cursor.execute(sql, [experiment_pk, _json(subject_ids), experiment_pk])
+        cursor.execute(sql, [*head, _json({str(pk): ids for pk, ids in subjects.items()})])
         version = None
         stored = {}
-        for subject_id, variant_pk, resource_version in cursor.fetchall():
-            if subject_id is None:
+        for pk, subject_id, variant_pk, resource_version in cursor.fetchall():
+            if pk is None:
                 version = resource_version
             else:
-                stored[subject_id] = variant_pk
+                stored[(pk, subject_id)] = variant_pk
         return version, stored
 
 
-def assignments_insert(
-    *, experiment_pk: int, cohort: int, rows: Sequence[tuple[str, int]], created_at: datetime
-) -> dict[str, int]:
-    """Insert (subject ID, variant pk) rows sorted by subject ID, skipping subjects already
-    assigned; returns the rows this call inserted."""
+def assignments_insert(*, rows: Sequence[tuple[int, str, int, int, str]], created_at: datetime) -> Stored:
+    """Insert (experiment pk, subject ID, variant pk, cohort, source) rows, given sorted by
+    experiment and subject ID, skipping pairs already assigned; returns the rows this call inserted."""
     sql = POSTGRES_INSERT if connection.vendor == "postgresql" else SQLITE_INSERT
     created = connection.ops.adapt_datetimefield_value(created_at)
     with statement_cursor(table=TABLE) as cursor:
-        cursor.execute(sql, [experiment_pk, cohort, created, _json(rows)])
-        return dict(cursor.fetchall())
+        cursor.execute(sql, [created, _json(rows)])
+        return {(pk, subject_id): variant_pk for pk, subject_id, variant_pk in cursor.fetchall()}
+
+
+# The walk of POST /assignments' and /experiment-assignments' following of links
+# (assignments/linking.py): from each asked identifier through the links, both ways,
+# at most %(depth)s links away. The walk's rows carry their depth, so UNION ends it
+# at that depth even in a component full of cycles; an identifier reached at several
+# depths counts at the nearest. On PostgreSQL each identifier's links are read at most
+# %(fanout)s a side, so one identifier with a million links (a shared device, a bot)
+# costs the walk a bounded read.
+POSTGRES_WALK = """
+WITH RECURSIVE asked AS (
+    SELECT (a.item ->> 0)::bigint AS experiment_id, (a.item ->> 1)::bigint AS type_id, a.item ->> 2 AS subject_id
+    FROM json_array_elements(%(asked)s::json) AS a(item)
+), walk(start_type, start_id, type_id, subject_id, depth) AS (
+    SELECT DISTINCT type_id, subject_id, type_id, subject_id, 0 FROM asked
+    UNION
+    SELECT w.start_type, w.start_id, n.type_id, n.subject_id, w.depth + 1
+    FROM walk w
+    CROSS JOIN LATERAL (
+        (SELECT l.subject_type_b_id, l.subject_id_b FROM idlinks_identifierlink l
+         WHERE l.subject_type_a_id = w.type_id AND l.subject_id_a = w.subject_id LIMIT %(fanout)s)
+        UNION ALL
+        (SELECT l.subject_type_a_id, l.subject_id_a FROM idlinks_identifierlink l
+         WHERE l.subject_type_b_id = w.type_id AND l.subject_id_b = w.subject_id LIMIT %(fanout)s)
+    ) AS n(type_id, subject_id)
+    WHERE w.depth < %(depth)s
+)"""
+
+SQLITE_WALK = """
+WITH RECURSIVE asked(experiment_id, type_id, subject_id) AS (
+    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]')
+    FROM json_each(%(asked)s)
+), walk(start_type, start_id, type_id, subject_id, depth) AS (
+    SELECT DISTINCT type_id, subject_id, type_id, subject_id, 0 FROM asked
+    UNION
+    SELECT w.start_type, w.start_id, l.subject_type_b_id, l.subject_id_b, w.depth + 1
+    FROM walk w JOIN idlinks_identifierlink l ON l.subject_type_a_id = w.type_id AND l.subject_id_a = w.subject_id
+    WHERE w.depth < %(depth)s
+    UNION
+    SELECT w.start_type, w.start_id, l.subject_type_a_id, l.subject_id_a, w.depth + 1
+    FROM walk w JOIN idlinks_identifierlink l ON l.subject_type_b_id = w.type_id AND l.subject_id_b = w.subject_id
+    WHERE w.depth < %(depth)s
+)"""
+
+# Of each asked identifier's reached identifiers, the first %(identifiers)s by distance,
+# subject type and subject ID are the visited ones; of those of the experiment's subject
+# type, the one assigned first in the experiment (ties: the smaller subject ID, by code
+# point) gives its variant. Subject IDs compare by code point, as Python compares them.
+LINKED_FIRST = """, reached AS (
+    SELECT start_type, start_id, type_id, subject_id, min(depth) AS depth
+    FROM walk
+    WHERE depth > 0 AND NOT (type_id = start_type AND subject_id = start_id)
+    GROUP BY start_type, start_id, type_id, subject_id
+), visited AS (
+    SELECT start_type, start_id, type_id, subject_id, row_number() OVER (
+        PARTITION BY start_type, start_id ORDER BY depth, type_id, subject_id {collate}
+    ) AS visit
+    FROM reached
+), candidates AS (
+    SELECT q.experiment_id, q.subject_id, a.variant_id, row_number() OVER (
+        PARTITION BY q.experiment_id, q.subject_id ORDER BY a.created_at, a.subject_id {collate}
+    ) AS place
+    FROM asked q
+    JOIN visited v ON v.start_type = q.type_id AND v.start_id = q.subject_id AND v.type_id = q.type_id
+    JOIN assignments_assignment a ON a.experiment_id = q.experiment_id AND a.subject_id = v.subject_id
+    WHERE v.visit <= %(identifiers)s
+)
+SELECT experiment_id, subject_id, variant_id FROM candidates WHERE place = 1
+"""
+
+POSTGRES_LINKED_FIRST = POSTGRES_WALK + LINKED_FIRST.format(collate='COLLATE "C"')
+SQLITE_LINKED_FIRST = SQLITE_WALK + LINKED_FIRST.format(collate="")
+
+
+def assignments_linked_first(*, asked: Sequence[tuple[int, int, str]], max_depth: int, max_identifiers: int) -> Stored:
+    """For each asked (experiment pk, subject type pk, subject ID), the variant pk of the first
+    assigned identifier of that type linked to it in that experiment, where there is one; in one
+    statement for the whole batch."""
+    sql = POSTGRES_LINKED_FIRST if connection.vendor == "postgresql" else SQLITE_LINKED_FIRST
+    params = {"asked": _json(asked), "depth": max_depth, "identifiers": max_identifiers, "fanout": max_identifiers}
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return {(pk, subject_id): variant_pk for pk, subject_id, variant_pk in cursor.fetchall()}
 
 
 # Backfills and QA overrides: each row carries its own timestamp, and the source and

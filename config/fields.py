@@ -91,3 +91,76 @@ class SubjectIdListField(StrictField):
         if errors:
             raise serializers.ValidationError(errors)
         return data
+
+
+class StrictBooleanField(StrictField):
+    """JSON true or false only: "false", 0 or null are refused, never coerced."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            raise serializers.ValidationError("must be true or false")
+        return data
+
+
+class IdentifierMapField(StrictField):
+    """A subject known by one identifier per subject type: {"<subject type ID>": "<subject ID>", ...}.
+
+    1..max_entries entries; errors are keyed by the subject type as sent, so they read
+    `subject.user`. Two keys naming one type (IDs compare ignoring case) are refused here;
+    whether each names an active subject type is the service's to say.
+    """
+
+    def __init__(self, *, max_entries: int, **kwargs) -> None:
+        self.max_entries = max_entries
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, dict):
+            raise serializers.ValidationError("must be an object of subject type IDs to subject IDs")
+        if not data:
+            raise serializers.ValidationError("must contain at least 1 entry")
+        if len(data) > self.max_entries:
+            raise serializers.ValidationError(f"must contain at most {self.max_entries} entries, got {len(data)}")
+        errors = {}
+        for key, value in data.items():
+            problem = subject_id_problem(value)
+            if problem:
+                errors[key] = [problem]
+        if errors:
+            raise serializers.ValidationError(errors)
+        seen: dict[str, str] = {}
+        for key in data:
+            first = seen.setdefault(key.lower(), key)
+            if first != key:
+                raise serializers.ValidationError(
+                    f"{first!r} and {key!r} name the same subject type (IDs compare ignoring case)"
+                )
+        return data
+
+
+class StringListField(StrictField):
+    """1..max_items non-empty strings of at most max_length characters; errors are keyed by index."""
+
+    def __init__(self, *, max_items: int, max_length: int, **kwargs) -> None:
+        self.max_items = max_items
+        self.max_length = max_length
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, list):
+            raise serializers.ValidationError("must be an array of strings")
+        if not data:
+            raise serializers.ValidationError("must contain at least 1 item")
+        if len(data) > self.max_items:
+            raise serializers.ValidationError(f"must contain at most {self.max_items} items, got {len(data)}")
+        errors = {}
+        for index, item in enumerate(data):
+            if not isinstance(item, str):
+                errors[index] = ["must be a string"]
+            elif not item:
+                errors[index] = ["must not be empty"]
+            elif len(item) > self.max_length:
+                errors[index] = [f"must be at most {self.max_length} characters"]
+        if errors:
+            raise serializers.ValidationError(errors)
+        return data

@@ -199,6 +199,40 @@ class SubjectIdListFieldSchema(OpenApiSerializerFieldExtension):
         }
 
 
+class StrictBooleanFieldSchema(OpenApiSerializerFieldExtension):
+    target_class = "config.fields.StrictBooleanField"
+
+    def map_serializer_field(self, auto_schema, direction):
+        return {"type": "boolean", "default": self.target.default}
+
+
+class IdentifierMapFieldSchema(OpenApiSerializerFieldExtension):
+    target_class = "config.fields.IdentifierMapField"
+
+    def map_serializer_field(self, auto_schema, direction):
+        return {
+            "type": "object",
+            "minProperties": 1,
+            "maxProperties": self.target.max_entries,
+            "additionalProperties": _subject_id_schema(),
+            "description": "Each key an active subject type's ID (any case; two keys may not name one type), "
+            "each value that identifier's subject ID.",
+        }
+
+
+class StringListFieldSchema(OpenApiSerializerFieldExtension):
+    target_class = "config.fields.StringListField"
+
+    def map_serializer_field(self, auto_schema, direction):
+        return {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": self.target.max_items,
+            "items": {"type": "string", "minLength": 1, "maxLength": self.target.max_length},
+            "description": "Duplicates are allowed and answered once.",
+        }
+
+
 _RESPONSE_HEADERS = {
     "401": {"WWW-Authenticate": {"schema": {"type": "string", "enum": ["Bearer"]}, "description": "Always `Bearer`."}},
     "429": {"Retry-After": {"schema": {"type": "string"}, "description": "Seconds to wait before retrying."}},

@@ -2,12 +2,12 @@ from django.contrib import admin
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from assignments.api import ExperimentAssignmentsApi
+from assignments.api import AssignmentsApi, ExperimentAssignmentsApi
 from idlinks.api import IdLinkApi
 
 # The token-authenticated JSON endpoints, by path; config.middleware passes the staff
 # console's middleware by for these paths.
-API_VIEWS = {"experiment-assignments": ExperimentAssignmentsApi, "id-link": IdLinkApi}
+API_VIEWS = {"experiment-assignments": ExperimentAssignmentsApi, "assignments": AssignmentsApi, "id-link": IdLinkApi}
 
 # Every API path answers with or without a trailing slash, by pattern, never by redirect.
 urlpatterns = [

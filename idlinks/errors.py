@@ -5,12 +5,6 @@ from __future__ import annotations
 from config.problems import ProblemError
 
 
-class UnknownSubjectType(ProblemError):
-    status = 400
-    code = "unknown_subject_type"
-    title = "Unknown subject type"
-
-
 class SelfLink(ProblemError):
     status = 400
     code = "self_link"

@@ -6,9 +6,8 @@ from dataclasses import dataclass
 
 from django.utils import timezone
 
-from assignments.models import SubjectType, is_resource_id
-from assignments.selectors import subject_types
-from idlinks.errors import SelfLink, UnknownSubjectType
+from assignments.selectors import subject_types_active
+from idlinks.errors import SelfLink
 from idlinks.storage import id_link_insert
 
 
@@ -20,27 +19,6 @@ class Identifier:
     subject_id: str
 
 
-def _active_subject_types(identifiers: tuple[Identifier, ...]) -> list[SubjectType]:
-    """The subject type of each identifier, in order; UnknownSubjectType names every one that is
-    missing or archived by its field path (`identifiers.1.subject_type`)."""
-    found = [
-        subject_types.get(identifier.subject_type) if is_resource_id(identifier.subject_type) else None
-        for identifier in identifiers
-    ]
-    errors = []
-    for index, (identifier, subject_type) in enumerate(zip(identifiers, found, strict=True)):
-        if subject_type is None:
-            message = f"no subject type has the ID {identifier.subject_type!r}"
-        elif subject_type.status != SubjectType.Status.ACTIVE:
-            message = f"subject type {subject_type.key!r} is {subject_type.status}"
-        else:
-            continue
-        errors.append({"field": f"identifiers.{index}.subject_type", "message": message})
-    if errors:
-        raise UnknownSubjectType("; ".join(f"{e['field']}: {e['message']}" for e in errors), errors=errors)
-    return found
-
-
 def id_link_create(*, first: Identifier, second: Identifier) -> None:
     """Link two identifiers (CONTRACT.md section 3); linking a linked pair, in either order, changes nothing.
 
@@ -50,7 +28,13 @@ def id_link_create(*, first: Identifier, second: Identifier) -> None:
     row that identifierlink_pair_unique already holds, so concurrent identical
     requests store one row and none of them fails.
     """
-    first_type, second_type = _active_subject_types((first, second))
+    found = subject_types_active(
+        {
+            f"identifiers.{index}.subject_type": identifier.subject_type
+            for index, identifier in enumerate((first, second))
+        }
+    )
+    first_type, second_type = found.values()
     nodes = sorted([(first_type.pk, first.subject_id), (second_type.pk, second.subject_id)])
     if nodes[0] == nodes[1]:
         raise SelfLink(

@@ -15,7 +15,7 @@ from hypothesis import settings as hypothesis_settings
 
 from assignments.configuring import Actor, resources_apply
 from assignments.resources import resources_parse
-from assignments.selectors import experiment_states, subject_types
+from assignments.selectors import experiment_catalog, experiment_states, subject_types
 from config.healthz import database_probe, probe_connection
 from tests.server import free_port
 from tokens.models import Role
@@ -67,9 +67,11 @@ def pytest_configure(config):
 def _fresh_experiment_cache():
     """Each test sees the database, not a state cached by an earlier test."""
     experiment_states.clear()
+    experiment_catalog.clear()
     subject_types.clear()
     yield
     experiment_states.clear()
+    experiment_catalog.clear()
     subject_types.clear()
 
 

@@ -44,6 +44,7 @@ def test_schema__operations__exactly_those_of_the_contract(openapi):
 
     assert operations == {
         ("/experiment-assignments", "post"),
+        ("/assignments", "post"),
         ("/id-link", "post"),
         ("/healthz", "get"),
         ("/healthz", "head"),
@@ -54,6 +55,7 @@ def test_schema__operations__exactly_those_of_the_contract(openapi):
     ("path", "statuses"),
     [
         ("/experiment-assignments", {"400", "401", "403", "404", "409", "413", "415", "429", "500", "503"}),
+        ("/assignments", {"400", "401", "403", "404", "413", "415", "429", "500", "503"}),
         ("/id-link", {"400", "401", "403", "413", "415", "429", "500", "503"}),
     ],
 )
@@ -94,6 +96,24 @@ def test_schema__requests__bounds_of_the_contract(openapi, settings):
         "type": "string"
     }
     assert schemas["IdLinkResponse"]["properties"]["success"] == {"type": "boolean"}
+
+
+def test_schema__assignments_request_and_response__bounds_defaults_and_reasons(openapi):
+    schemas = openapi["components"]["schemas"]
+    request = schemas["AssignmentsRequest"]
+    subject, experiments = request["properties"]["subject"], request["properties"]["experiments"]
+    response = schemas["AssignmentsResponse"]
+
+    assert request["required"] == ["subject"]
+    assert (subject["type"], subject["minProperties"], subject["maxProperties"]) == ("object", 1, 10)
+    assert subject["additionalProperties"]["maxLength"] == 256
+    assert (experiments["minItems"], experiments["maxItems"]) == (1, 100)
+    assert (request["properties"]["assign"]["type"], request["properties"]["assign"]["default"]) == ("boolean", True)
+    assert set(response["required"]) == {"assignments", "new_assignments", "unassigned"}
+    reasons = response["properties"]["unassigned"]["additionalProperties"]
+    assert set(reasons["enum"]) == {"experiment_not_active", "subject_type_missing", "not_assigned"}
+    examples = openapi["paths"]["/assignments"]["post"]["requestBody"]["content"]["application/json"]["examples"]
+    assert len(examples) == 2
 
 
 def test_schema__security_schemes__bearer_and_authentication_header(openapi):
