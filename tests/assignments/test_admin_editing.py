@@ -107,6 +107,26 @@ def test_admin_edit__split_change_while_active__new_cohort_and_history_entry_by_
     assert change.after["spec"]["variants"][0]["split"] == 0.3
 
 
+def test_admin_edit__follow_links_ticked__saved_with_history_by_staff(staff_client, checkout):
+    # When staff tick "Follow identifier links"
+    response = edit(staff_client, checkout, follow_links="on")
+
+    # Then the experiment follows links from now on, and the history says who switched it
+    assert response.status_code == 302, errors_of(response)
+    checkout.refresh_from_db()
+    assert (checkout.follow_links, checkout.resource_version) == (True, 2)
+    change = ResourceChange.objects.filter(kind="experiment").latest("resource_version")
+    assert (change.actor, change.before["spec"]["followLinks"], change.after["spec"]["followLinks"]) == (
+        "alice",
+        False,
+        True,
+    )
+    # And unticking it switches it back
+    assert edit(staff_client, checkout, follow_links=None).status_code == 302
+    checkout.refresh_from_db()
+    assert (checkout.follow_links, checkout.resource_version) == (False, 3)
+
+
 def test_admin_edit__same_change_as_yaml__identical_stored_results(staff_client, db):
     # Given two identical experiments
     apply_yaml(EXPERIMENT_YAML.format(key="by-admin"))

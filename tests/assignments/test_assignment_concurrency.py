@@ -1,4 +1,5 @@
-"""Concurrent requests for the same new subjects: one stored row each, every answer equal to it."""
+"""Concurrent requests for the same new subjects, through both endpoints: one stored row each, every
+answer equal to it."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from django.test import Client
 
 from assignments.models import Assignment, Experiment
 from assignments.reports import experiment_report
+from idlinks.services import Identifier, id_link_create
 from tests.assignments.helpers import reference_variant
 from tests.conftest import apply_yaml
 from tokens.models import Role
@@ -109,3 +111,127 @@ def test_assign__8_threads_racing_for_the_same_500_new_subjects__one_row_each_an
     report = experiment_report(Experiment.objects.get(key="race-exp"))
     counted = dict(Assignment.objects.values_list("variant__key").annotate(total=Count("*")))
     assert {line.variant_id: line.assignments for line in report.cohorts[0].variants} == counted
+
+
+BOTH_ENDPOINTS_THREADS = 16
+BOTH_ENDPOINTS_CONFIG = """
+schemaVersion: 1
+kind: subjecttype
+metadata: {id: user}
+---
+schemaVersion: 1
+kind: subjecttype
+metadata: {id: device}
+---
+schemaVersion: 1
+kind: lab
+metadata: {id: race}
+---
+schemaVersion: 1
+kind: experiment
+metadata: {id: race-a, status: active, parentId: race}
+spec:
+  subjectType: user
+  variants:
+    - {id: control, control: true, split: 0.5}
+    - {id: b, split: 0.5}
+---
+schemaVersion: 1
+kind: experiment
+metadata: {id: race-b, status: active, parentId: race}
+spec:
+  subjectType: user
+  variants:
+    - {id: control, control: true, split: 0.2}
+    - {id: b, split: 0.3}
+    - {id: c, split: 0.5}
+---
+schemaVersion: 1
+kind: experiment
+metadata: {id: race-linked, status: active, parentId: race}
+spec:
+  subjectType: user
+  followLinks: true
+  variants:
+    - {id: control, control: true, split: 0.5}
+    - {id: b, split: 0.5}
+"""
+RACED_EXPERIMENTS = ["race-a", "race-b", "race-linked"]
+
+
+def race_both_endpoints(token: str, subject_id: str) -> list[dict[str, str]]:
+    """16 requests for one new subject, released at once: even threads ask POST /assignments for the
+    three experiments, odd ones POST /experiment-assignments for one of them each; the answers as
+    {experiment: variant}."""
+    barrier = threading.Barrier(BOTH_ENDPOINTS_THREADS)
+    answers: list[dict[str, str]] = []
+    failures: list[BaseException] = []
+
+    def ask(number: int) -> None:
+        try:
+            client = Client()
+            if number % 2 == 0:
+                path = "/assignments"
+                body = {"subject": {"user": subject_id}, "experiments": RACED_EXPERIMENTS[number % 3 :]}
+            else:
+                path = "/experiment-assignments"
+                body = {"experiment_id": RACED_EXPERIMENTS[number % 3], "subject_ids": [subject_id]}
+            barrier.wait(timeout=30)
+            response = client.post(
+                path, json.dumps(body), content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}"
+            )
+            assert response.status_code == 200, response.content
+            answer = json.loads(response.content)["assignments"]
+            answers.append(answer if path == "/assignments" else {body["experiment_id"]: answer[subject_id]})
+        except BaseException as error:
+            failures.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=ask, args=(number,)) for number in range(BOTH_ENDPOINTS_THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads), "a request hung"
+    assert not failures, failures
+    return answers
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_both_endpoints__16_threads_racing_for_one_new_subject_in_3_experiments__one_row_each_everywhere():
+    # Given committed configuration and token
+    apply_yaml(BOTH_ENDPOINTS_CONFIG)
+    token = api_token_create(name="race", role=Role.PROXY)[1]
+    linked_variant = {}
+    for round_number in range(ROUNDS):
+        # And, for race-linked, an assigned user linked to the new one through a device
+        subject_id, origin = f"racer-{round_number}", f"origin-{round_number}"
+        Client().post(
+            "/experiment-assignments",
+            json.dumps({"experiment_id": "race-linked", "subject_ids": [origin]}),
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {token}",
+        )
+        id_link_create(first=Identifier("user", origin), second=Identifier("device", f"d-{round_number}"))
+        id_link_create(first=Identifier("device", f"d-{round_number}"), second=Identifier("user", subject_id))
+        linked_variant[subject_id] = Assignment.objects.get(subject_id=origin).variant.key
+
+        # When 16 requests ask at once for the new user through both endpoints
+        answers = race_both_endpoints(token, subject_id)
+
+        # Then exactly one row per experiment exists, and every answer is the stored row
+        rows = Assignment.objects.filter(subject_id=subject_id).values_list("experiment__key", "variant__key", "source")
+        stored = {experiment: variant for experiment, variant, _ in rows}
+        assert len(rows) == 3
+        for answer in answers:
+            assert answer == {experiment: stored[experiment] for experiment in answer}
+        # And race-linked carried the linked user's variant over, the others hashed
+        assert stored["race-linked"] == linked_variant[subject_id]
+        assert {experiment: source for experiment, _, source in rows} == {
+            "race-a": "hashed",
+            "race-b": "hashed",
+            "race-linked": "linked",
+        }
+        assert stored["race-a"] == reference_variant("race-a", subject_id, [("control", 0.5), ("b", 0.5)])

@@ -45,6 +45,7 @@ metadata: {id: pricing, status: winner_declared}
 spec:
   subjectType: USER
   winningVariant: CHEAP
+  followLinks: true
   variants:
     - {id: control, control: true, split: 0.333333}
     - {id: cheap, split: 0.333333}
@@ -129,6 +130,7 @@ def test_export__values__as_stored_and_as_written(db):
     pricing = documents[("experiment", "pricing")]
     assert pricing["spec"]["winningVariant"] == "cheap"
     assert pricing["spec"]["salt"] == "pricing"
+    assert (pricing["spec"]["followLinks"], checkout["spec"]["followLinks"]) == (True, False)
     assert "winningVariant" not in documents[("experiment", "draft-one")]["spec"]
 
 

@@ -94,6 +94,7 @@ spec:
   hypothesis: A green button raises checkout rate
   salt: my-salt
   winningVariant: green
+  followLinks: true
   variants:
     - id: control
       control: true
@@ -119,10 +120,11 @@ spec:
         "growth",
         "user",
     )
-    assert (exp.hypothesis, exp.salt, exp.winning_variant) == (
+    assert (exp.hypothesis, exp.salt, exp.winning_variant, exp.follow_links) == (
         "A green button raises checkout rate",
         "my-salt",
         "green",
+        True,
     )
     assert [(v.key, v.name, v.description, v.is_control, v.split) for v in exp.variants] == [
         ("control", "", "", True, 0.5),
@@ -140,6 +142,7 @@ def test_parse__optional_fields_omitted__contract_defaults():
 
     assert exp.name == "Checkout-Button"
     assert exp.effective_salt == "checkout-button"
+    assert exp.follow_links is False
     assert plain.status == "draft"
     assert plain.lab == "default"
     (subject_type,) = resources_parse("schemaVersion: 1\nkind: subjecttype\nmetadata: {id: device}", file="f.yaml")
@@ -232,6 +235,8 @@ BAD_EXPERIMENTS = [
     ),
     ("empty salt", {"spec_extra": "  salt: ''\n"}, "spec.salt"),
     ("salt not a string", {"spec_extra": "  salt: 12\n"}, "spec.salt"),
+    ("followLinks as a string", {"spec_extra": "  followLinks: 'true'\n"}, "spec.followLinks"),
+    ("followLinks as a number", {"spec_extra": "  followLinks: 1\n"}, "spec.followLinks"),
     ("subject type not an ID", {"subject_type": "'-user'"}, "spec.subjectType"),
     ("parent not an ID", {"metadata_extra": ", parentId: 'a/b'"}, "metadata.parentId"),
     ("resourceVersion zero", {"metadata_extra": ", resourceVersion: 0"}, "metadata.resourceVersion"),
@@ -633,6 +638,26 @@ def test_apply__change_other_than_splits__no_new_cohort(db):
         )
     )
     assert [number for number, _ in cohorts()] == [1]
+
+
+def test_apply__follow_links_switched_after_assignments__version_raised_history_kept_no_new_cohort(db):
+    # Given an experiment with an assignment
+    from assignments.assigning import assign_subjects
+    from assignments.models import ResourceChange
+
+    apply(USER, experiment_doc())
+    assign_subjects(experiment_id="exp", subject_ids=["u-1"])
+
+    # When it starts following links (a change for new subjects only)
+    assert apply(experiment_doc(spec_extra="  followLinks: true\n")) == ["experiment exp: updated"]
+
+    # Then the option is stored, the version raised and the change recorded; the splits are the same cohort
+    stored = experiment()
+    assert (stored.follow_links, stored.resource_version) == (True, 2)
+    change = ResourceChange.objects.get(kind="experiment", resource_version=2)
+    assert (change.before["spec"]["followLinks"], change.after["spec"]["followLinks"]) == (False, True)
+    assert [number for number, _ in cohorts()] == [1]
+    assert apply(experiment_doc(spec_extra="  followLinks: true\n")) == ["experiment exp: unchanged"]
 
 
 def test_apply__variant_added_or_reordered_while_active__new_cohort_each_time(db):
