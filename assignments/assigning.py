@@ -18,6 +18,7 @@ from django.utils import timezone
 from assignments.errors import ExperimentNotActive, ExperimentNotFound
 from assignments.models import Assignment, Experiment, Variant
 from assignments.selectors import (
+    RUNNING_STATUSES,
     ExperimentCatalog,
     ExperimentState,
     experiment_catalog,
@@ -31,8 +32,6 @@ from assignments.storage import Stored, assignments_fetch, assignments_insert, a
 # identifiers, to look for one already assigned in the experiment.
 LINK_MAX_DEPTH = 4
 LINK_MAX_IDENTIFIERS = 1000
-
-RUNNING = (Experiment.Status.ACTIVE, Experiment.Status.WINNER_DECLARED)
 
 
 @dataclass(frozen=True)
@@ -234,7 +233,7 @@ def _subject_answer(
     for state in states:
         subject_id = identifiers.get(state.subject_type_pk)
         variant_pk = settled.stored.get((state.pk, subject_id))
-        if state.status not in RUNNING:
+        if state.status not in RUNNING_STATUSES:
             answer.unassigned[state.key] = Unassigned.EXPERIMENT_NOT_ACTIVE
         elif subject_id is None:
             answer.unassigned[state.key] = Unassigned.SUBJECT_TYPE_MISSING

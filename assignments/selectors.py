@@ -14,6 +14,8 @@ from assignments.hashing import Allocation
 from assignments.models import Cohort, Experiment, SubjectType, Variant, is_resource_id
 
 MAX_CACHED_EXPERIMENTS = 10_000
+# The statuses in which an experiment answers with a variant.
+RUNNING_STATUSES = (Experiment.Status.ACTIVE, Experiment.Status.WINNER_DECLARED)
 # How long a process trusts its list of subject types: one archived elsewhere is refused within this time.
 SUBJECT_TYPE_CACHE_SECONDS = 5.0
 
@@ -174,8 +176,7 @@ class ExperimentCatalog:
         return [
             state
             for state in self.ordered
-            if state.subject_type_pk in subject_type_pks
-            and state.status in (Experiment.Status.ACTIVE, Experiment.Status.WINNER_DECLARED)
+            if state.subject_type_pk in subject_type_pks and state.status in RUNNING_STATUSES
         ]
 
 

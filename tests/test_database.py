@@ -3,12 +3,14 @@ and statements are prepared only where a kept plan cannot go wrong (config/datab
 
 from __future__ import annotations
 
+import json
+
 import psycopg
 import pytest
 from django.db import OperationalError, connection, connections
 from django.test import Client
 
-from assignments.assigning import assign_subjects
+from assignments.assigning import assign_subject, assign_subjects
 from assignments.models import Experiment, Variant
 from config.database import PREPARE_MIN_TABLE_BYTES, request_timeouts_apply, with_live_connection
 from tests.conftest import database_unreachable
@@ -111,7 +113,7 @@ def grow_assignments(experiment: Experiment, *, rows: int) -> None:
 def fetch_plan(name: str, experiment: Experiment) -> str:
     """The plan this session would run the prepared fetch with (its kept generic plan, once it has one)."""
     with connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN EXECUTE {name}(%s, %s, %s)", [experiment.pk, '["grown-7"]', experiment.pk])
+        cursor.execute(f"EXPLAIN EXECUTE {name}(%s, %s)", [experiment.pk, json.dumps({experiment.pk: ["grown-7"]})])
         return "\n".join(row[0] for row in cursor.fetchall())
 
 
@@ -157,11 +159,35 @@ def test_statements__table_large_when_connection_first_ran_them__prepared_with_a
 
     # Then: the fetch and the insert are prepared, and the kept plan probes the unique index
     prepared = {statement.strip(): (name, generic) for name, statement, generic, _ in prepared_statements()}
-    fetch = next(key for key in prepared if key.startswith("SELECT NULL, NULL, e.resource_version"))
+    fetch = next(key for key in prepared if key.startswith("SELECT NULL::bigint, NULL::text, NULL::bigint, e.resource"))
     assert any(key.startswith("INSERT INTO assignments_assignment") for key in prepared)
     name, generic_plans = prepared[fetch]
     assert generic_plans > 0
     plan = fetch_plan(name, experiment)
+    assert "assignment_experiment_subject_unique" in plan, plan
+    assert "Seq Scan on assignments_assignment" not in plan
+
+
+def test_statements__subject_assignments_on_a_large_table__prepared_fetch_probes_the_index(
+    unanalysed_assignments, demo_config
+):
+    # Given: a table past the threshold and a new connection
+    experiment = Experiment.objects.get(key="checkout-button")
+    grow_assignments(experiment, rows=250_000)
+    connection.close()
+
+    # When: POST /assignments' reads are run until PostgreSQL keeps a generic plan
+    for number in range(10):
+        assign_subject(subject={"user": f"grown-{number}"}, experiment_ids=None, assign=False)
+
+    # Then: its fetch (the catalog's version, then the pairs) probes the unique index
+    prepared = {statement.strip(): (name, generic) for name, statement, generic, _ in prepared_statements()}
+    fetch = next(key for key in prepared if key.startswith("SELECT NULL::bigint, NULL::text, NULL::bigint, coalesce"))
+    name, generic_plans = prepared[fetch]
+    assert generic_plans > 0
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN EXECUTE {name}(%s)", [json.dumps({experiment.pk: ["grown-7"]})])
+        plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "assignment_experiment_subject_unique" in plan, plan
     assert "Seq Scan on assignments_assignment" not in plan
 

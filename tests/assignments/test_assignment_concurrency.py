@@ -50,38 +50,43 @@ spec:
 SPLITS = [("control", 0.3), ("b", 0.3), ("c", 0.4)]
 
 
-def race(token: str, subject_ids: list[str]) -> list[dict]:
-    """THREADS requests for subject_ids, each in its own order, released at once; their answers."""
-    barrier = threading.Barrier(THREADS)
-    answers: list[dict] = []
+def at_once(token: str, requests: list[tuple[str, dict]]) -> list[dict]:
+    """Each (path, body) posted from its own thread, all released at once; the answers' `assignments`,
+    in the order of the requests."""
+    barrier = threading.Barrier(len(requests))
+    answers: list[dict | None] = [None] * len(requests)
     failures: list[BaseException] = []
 
-    def ask(number: int) -> None:
+    def ask(index: int, path: str, body: dict) -> None:
         try:
-            order = subject_ids[:]
-            random.Random(number).shuffle(order)
             client = Client()
-            body = json.dumps({"experiment_id": "race-exp", "subject_ids": order})
             barrier.wait(timeout=30)
             response = client.post(
-                "/experiment-assignments", body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}"
+                path, json.dumps(body), content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}"
             )
             assert response.status_code == 200, response.content
-            answers.append(json.loads(response.content)["assignments"])
+            answers[index] = json.loads(response.content)["assignments"]
         except BaseException as error:
             failures.append(error)
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=ask, args=(number,)) for number in range(THREADS)]
+    threads = [threading.Thread(target=ask, args=(index, *request)) for index, request in enumerate(requests)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=60)
     assert not any(thread.is_alive() for thread in threads), "a request hung"
     assert not failures, failures
-    assert len(answers) == THREADS
     return answers
+
+
+def race(token: str, subject_ids: list[str]) -> list[dict]:
+    """THREADS requests for subject_ids, each in its own order, released at once; their answers."""
+    orders = [random.Random(number).sample(subject_ids, len(subject_ids)) for number in range(THREADS)]
+    return at_once(
+        token, [("/experiment-assignments", {"experiment_id": "race-exp", "subject_ids": order}) for order in orders]
+    )
 
 
 @pytest.mark.postgres
@@ -163,39 +168,19 @@ def race_both_endpoints(token: str, subject_id: str) -> list[dict[str, str]]:
     """16 requests for one new subject, released at once: even threads ask POST /assignments for the
     three experiments, odd ones POST /experiment-assignments for one of them each; the answers as
     {experiment: variant}."""
-    barrier = threading.Barrier(BOTH_ENDPOINTS_THREADS)
-    answers: list[dict[str, str]] = []
-    failures: list[BaseException] = []
-
-    def ask(number: int) -> None:
-        try:
-            client = Client()
-            if number % 2 == 0:
-                path = "/assignments"
-                body = {"subject": {"user": subject_id}, "experiments": RACED_EXPERIMENTS[number % 3 :]}
-            else:
-                path = "/experiment-assignments"
-                body = {"experiment_id": RACED_EXPERIMENTS[number % 3], "subject_ids": [subject_id]}
-            barrier.wait(timeout=30)
-            response = client.post(
-                path, json.dumps(body), content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}"
-            )
-            assert response.status_code == 200, response.content
-            answer = json.loads(response.content)["assignments"]
-            answers.append(answer if path == "/assignments" else {body["experiment_id"]: answer[subject_id]})
-        except BaseException as error:
-            failures.append(error)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=ask, args=(number,)) for number in range(BOTH_ENDPOINTS_THREADS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert not any(thread.is_alive() for thread in threads), "a request hung"
-    assert not failures, failures
-    return answers
+    requests = []
+    for number in range(BOTH_ENDPOINTS_THREADS):
+        if number % 2 == 0:
+            body = {"subject": {"user": subject_id}, "experiments": RACED_EXPERIMENTS[number % 3 :]}
+            requests.append(("/assignments", body))
+        else:
+            body = {"experiment_id": RACED_EXPERIMENTS[number % 3], "subject_ids": [subject_id]}
+            requests.append(("/experiment-assignments", body))
+    # /experiment-assignments answers by subject: as {experiment: variant} every answer compares alike.
+    return [
+        answer if path == "/assignments" else {body["experiment_id"]: answer[subject_id]}
+        for (path, body), answer in zip(requests, at_once(token, requests), strict=True)
+    ]
 
 
 @pytest.mark.postgres
