@@ -7,7 +7,7 @@ import json
 
 import psycopg
 import pytest
-from django.db import OperationalError, connection, connections
+from django.db import OperationalError, connection, connections, transaction
 from django.test import Client
 
 from assignments.assigning import assign_subject, assign_subjects
@@ -100,7 +100,10 @@ def prepared_statements() -> list[tuple[str, str, int, int]]:
 def grow_assignments(experiment: Experiment, *, rows: int) -> None:
     """Add `rows` assignments in one statement, leaving the statistics as they were (no ANALYZE)."""
     variant = Variant.objects.filter(experiment=experiment).first()
-    with connection.cursor() as cursor:
+    with transaction.atomic(), connection.cursor() as cursor:
+        # A setup step, not a request: free of the web server's statement timeout, which the test
+        # process's connections carry once a test has imported config.wsgi.
+        cursor.execute("SET LOCAL statement_timeout = 0")
         cursor.execute(
             "INSERT INTO assignments_assignment (experiment_id, subject_id, variant_id, cohort, created_at) "
             "SELECT %s, 'grown-' || n, %s, 1, now() FROM generate_series(1, %s) AS n",
