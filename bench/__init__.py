@@ -1,1 +1,2 @@
-"""Benchmark of POST /experiment-assignments against the raw-SQL floor (docs/benchmarks.md)."""
+"""Benchmarks of POST /experiment-assignments and POST /assignments against the raw-SQL floor, of the data
+commands and of the staff console (docs/benchmarks.md)."""

@@ -1,7 +1,9 @@
 """bench/run: the service as deployed, beside a minimal WSGI app and raw SQL, in one invocation.
 
 Creates a fresh database (or reuses one, --reuse-database), migrates it, applies
-examples/demo.yaml, creates a proxy token and stores --seeded assignments; counts
+examples/demo.yaml and bench/hot_path_resources.yaml, creates a proxy token and
+stores --seeded assignments (and, for the followLinks scenarios, identifier
+links: bench/links.py); counts
 SQL statements per request in-process; then, per scenario and concurrency, runs
 rounds of three targets on the same PostgreSQL: raw SQL (psycopg, no HTTP), the
 minimal app (bench/minimal_app.py) and the service, both served by
@@ -23,10 +25,12 @@ from importlib.metadata import version
 
 import psycopg
 
+from bench.baseline import LINK_MAX_DEPTH, LINK_MAX_IDENTIFIERS
 from bench.client import PATHS
 from bench.connections import DEFAULT_MODES
 from bench.database import DatabaseServer
 from bench.hot_path import TARGETS, Bench, HelpFormatter, django_prepare, shared_arguments
+from bench.links import LinkPool, links_outcome, links_seed
 from bench.machine import machine
 from bench.profile import py_spy_path
 from bench.report import as_text, git_commit, gunicorn_used, main_table, results_write, runs_table, statements_table
@@ -36,15 +40,20 @@ from bench.server import PROJECT_DIR
 from bench.statements import statements_count
 
 DEMO_CONFIG = PROJECT_DIR / "examples" / "demo.yaml"
+# banner-copy-nolinks and the 20 user experiments of the POST /assignments scenarios.
+BENCH_CONFIG = PROJECT_DIR / "bench" / "hot_path_resources.yaml"
 
 EPILOG = """\
 scenarios (one request each; new subjects and pairs are new in the database whatever ran before):
 {scenarios}
   The 1000-subject scenarios are measured in subjects/s, the others in requests/s.
   raw SQL has no /healthz; the minimal app's answers it without the database, the service's checks it.
+  subject-* name bench-user-01 (to 20) of bench/hot_path_resources.yaml for one new user ID.
+  1000-new-links and 1000-new-nolinks send the same kind of batch, new cookies of which 1 in 10 is linked
+  through a seeded user to an assigned cookie, to banner-copy (followLinks) and to its copy without.
 
 The defaults run everything: 3 rounds at 16 and at 64 clients on 1,000,000 seeded
-assignments, about 35 minutes on 2 cores. A quick look:
+assignments and --linked-users' links, about an hour on 2 cores. A quick look:
   bench/run --seeded 20000 --duration 3 --warmup 1 --repeat 1 --concurrency 16 --results-name dev
 Both HTTP targets run `gunicorn -c deploy/gunicorn.conf.py` with its defaults except for --workers and
 --threads; other GUNICORN_* variables of the environment (GUNICORN_ACCESS_LOG=true, ...) reach them,
@@ -53,7 +62,7 @@ Keep the seeded database for the next runs:
   bench/run --reuse-database ...   (creates it the first time, keeps it, seeds only what it lacks)
 """.format(
     scenarios="\n".join(
-        f"  {scenario.key:<15} {'GET' if scenario.kind == HEALTHZ else 'POST'} {PATHS[scenario.kind]}: {scenario.title}"
+        f"  {scenario.key:<17} {'GET' if scenario.kind == HEALTHZ else 'POST'} {PATHS[scenario.kind]}: {scenario.title}"
         for scenario in SCENARIOS.values()
     )
 )
@@ -74,6 +83,13 @@ def arguments(argv: list[str]) -> argparse.Namespace:
         help="assignments stored before measuring; the *-existing scenarios draw from them",
     )
     parser.add_argument(
+        "--linked-users",
+        type=int,
+        default=150_000,
+        help="seeded users each linked to two cookies (one in ten shared with the next user), the first one "
+        "assigned in banner-copy and banner-copy-nolinks, for the *-links scenarios (bench/links.py)",
+    )
+    parser.add_argument(
         "--reuse-database",
         action="store_true",
         help="use the database if it exists (seeding only the subjects it lacks) and keep it at the end",
@@ -92,6 +108,8 @@ def arguments(argv: list[str]) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.seeded < 1000:
         parser.error("--seeded must be at least 1000: the 1000-existing scenario samples that many")
+    if args.linked_users < 1:
+        parser.error("--linked-users must be at least 1")
     return args
 
 
@@ -113,8 +131,12 @@ def main(argv: list[str]) -> int:
     )
     try:
         what = "reusing" if reused else "created"
-        print(f"database {args.database} ({what}): migrating, applying {DEMO_CONFIG.name}", flush=True)
-        token = django_prepare(DEMO_CONFIG)
+        print(f"database {args.database} ({what}): migrating, applying {DEMO_CONFIG.name}, {BENCH_CONFIG.name}")
+        token = django_prepare(DEMO_CONFIG, BENCH_CONFIG)
+        from assignments import assigning
+
+        if (assigning.LINK_MAX_DEPTH, assigning.LINK_MAX_IDENTIFIERS) != (LINK_MAX_DEPTH, LINK_MAX_IDENTIFIERS):
+            raise SystemExit("bench/baseline.py's LINK_MAX_* differ from assignments/assigning.py's: update them")
         print(f"seeding up to {args.seeded:,} assigned subjects", flush=True)
         seed = assignments_seed(database_url=database_url, count=args.seeded)
         print(
@@ -124,10 +146,23 @@ def main(argv: list[str]) -> int:
         )
         bench = Bench(args, server, database_url, token)
         scenarios = [SCENARIOS[key] for key in args.scenarios]
+        links = None
+        if any(scenario.linked_every for scenario in scenarios):
+            print(f"seeding identifier links for {args.linked_users:,} users", flush=True)
+            links = links_seed(database_url=database_url, users=args.linked_users)
+            print(
+                f"  {links['links']:,} links, {links['assigned_cookies']:,} assigned cookies in each cookie "
+                f"experiment ({'stored' if links['seeded'] else 'found'} in {links['seconds']:.1f} s)",
+                flush=True,
+            )
+            bench.links = LinkPool(database_url=database_url, prefix=bench.run_id, users=args.linked_users)
         counts = statements_count(scenarios=scenarios, token=token, seeded=args.seeded, prefix=bench.run_id)
         runs = bench.rounds()
         with psycopg.connect(database_url, autocommit=True) as connection:
             end = table_state(connection)
+            if links is not None:
+                links.update(pool_stored=bench.links.stored, pool_taken=bench.links.taken)
+                links["outcome"] = links_outcome(connection, prefix=bench.run_id)
         import django
 
         results = {
@@ -152,6 +187,7 @@ def main(argv: list[str]) -> int:
                 "count_triggers": args.count_triggers,
                 "reused_database": reused,
                 "seed": seed,
+                "links": links,
                 "end": end,
             },
             "runs": runs,
@@ -169,7 +205,12 @@ def main(argv: list[str]) -> int:
             print(f"{failed} requests failed; see first_error above and {bench.log_path}", file=sys.stderr)
         if not end["counts_exact"]:
             print("assignments_assignmentcount does not add up to the assignments", file=sys.stderr)
-        return 1 if failed or not end["counts_exact"] else 0
+        linked_wrong = links is not None and not links["outcome"]["as_expected"]
+        if linked_wrong:
+            print(
+                "the followLinks scenarios stored a source other than expected; see links in the JSON", file=sys.stderr
+            )
+        return 1 if failed or not end["counts_exact"] or linked_wrong else 0
     finally:
         if not (args.keep_database or args.reuse_database):
             # WITH (FORCE) also ends this process's own Django connection, if one is open.

@@ -2,32 +2,46 @@
 
 One plain psycopg 3 connection per worker (autocommit, psycopg's defaults, so
 statements are prepared after a few runs), the assignment computed in Python by
-assignments/hashing.py, and the service's set-based statements with arrays bound
-server-side (psycopg's own binding, no Django): a fetch
-joining unnest(array) to the (experiment_id, subject_id) unique index, an
-INSERT ... SELECT FROM unnest ... ON CONFLICT DO NOTHING RETURNING for the
-missing subjects, and a re-read of conflict losers only. An identifier link is
-the service's one INSERT ... ON CONFLICT DO NOTHING, with the subject types
-read once. No HTTP, no Django, and no /healthz: there is no server to ask.
+assignments/hashing.py, experiments read once, and set-based statements: a fetch
+of the stored pairs, an INSERT ... ON CONFLICT DO NOTHING RETURNING for the
+missing ones, and a re-read of conflict losers only. No HTTP, no Django, and no
+/healthz: there is no server to ask.
+
+Two sets of statements. The original /experiment-assignments scenarios send the
+array statements below (unnest(text[]) joined to the (experiment_id, subject_id)
+unique index), as they were first measured. Scenarios with `service_sql`
+(POST /assignments, followLinks) send assignments/storage.py's own statements
+through `pairs_store`, which the minimal app also uses: the fetch with its head
+row, the link walk (POSTGRES_LINKED_FIRST) for experiments that follow links,
+then the insert. An identifier link is the service's one INSERT ... ON CONFLICT
+DO NOTHING, with the subject types read once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+import orjson
 import psycopg
 
 from assignments.hashing import Allocation
-from bench.scenarios import ASSIGN, EXPERIMENT_ID, LINK, Scenario, SubjectIds
+from assignments.storage import FETCH, POSTGRES_INSERT, POSTGRES_LINKED_FIRST
+from bench.scenarios import ASSIGN, EXPERIMENT_ID, LINK, SUBJECT, Scenario, SubjectIds
 
-FETCH = """
+# assignments/assigning.py's LINK_MAX_DEPTH and LINK_MAX_IDENTIFIERS (that module needs Django, which the
+# minimal app does not load); bench/run checks that they still agree.
+LINK_MAX_DEPTH = 4
+LINK_MAX_IDENTIFIERS = 1000
+
+FETCH_ARRAYS = """
 SELECT a.subject_id, a.variant_id
 FROM unnest(%s::text[]) AS s(subject_id)
 JOIN assignments_assignment a ON a.experiment_id = %s AND a.subject_id = s.subject_id
 """
 
-INSERT = """
+INSERT_ARRAYS = """
 INSERT INTO assignments_assignment (experiment_id, subject_id, variant_id, cohort, created_at)
 SELECT %s, s.subject_id, s.variant_id, %s, %s
 FROM unnest(%s::text[], %s::bigint[]) WITH ORDINALITY AS s(subject_id, variant_id, ord)
@@ -36,63 +50,164 @@ ON CONFLICT (experiment_id, subject_id) DO NOTHING
 RETURNING subject_id, variant_id
 """
 
-# What IdentifierLink.objects.bulk_create(..., ignore_conflicts=True) sends in idlinks/services.py.
+# What idlinks/storage.py's id_link_insert sends.
 LINK_INSERT = """
 INSERT INTO idlinks_identifierlink (subject_type_a_id, subject_id_a, subject_type_b_id, subject_id_b, created_at)
 VALUES (%s, %s, %s, %s, %s)
 ON CONFLICT DO NOTHING
 """
 
+EXPERIMENTS = """
+SELECT e.id, e.key, e.status, e.salt, e.subject_type_id, e.follow_links, coalesce(max(c.number), 1)
+FROM assignments_experiment e LEFT JOIN assignments_cohort c ON c.experiment_id = e.id
+GROUP BY e.id
+"""
+
+# (experiment pk, subject ID) -> variant pk
+Stored = dict[tuple[int, str], int]
+
 
 @dataclass(frozen=True)
 class Experiment:
     pk: int
+    key: str
+    status: str
     salt: str
     cohort: int
+    subject_type_pk: int
+    follow_links: bool
     allocation: Allocation[int]
     variant_keys: dict[int, str]
 
 
+def experiments_read(connection: psycopg.Connection) -> dict[str, Experiment]:
+    """Every experiment, by lower-cased ID: what the hot path needs, read once (the service caches the same)."""
+    variants: dict[int, list[tuple[int, str, float]]] = {}
+    for experiment_pk, pk, key, split in connection.execute(
+        "SELECT experiment_id, id, key, split FROM assignments_variant ORDER BY experiment_id, position"
+    ):
+        variants.setdefault(experiment_pk, []).append((pk, key, split))
+    experiments = {}
+    for pk, key, status, salt, subject_type_pk, follow_links, cohort in connection.execute(EXPERIMENTS):
+        experiments[key.lower()] = Experiment(
+            pk=pk,
+            key=key,
+            status=status,
+            salt=salt,
+            cohort=cohort,
+            subject_type_pk=subject_type_pk,
+            follow_links=follow_links,
+            allocation=Allocation([(variant_pk, split) for variant_pk, _, split in variants.get(pk, [])]),
+            variant_keys={variant_pk: variant_key for variant_pk, variant_key, _ in variants.get(pk, [])},
+        )
+    return experiments
+
+
 def experiment_read(connection: psycopg.Connection, *, experiment_id: str = EXPERIMENT_ID) -> Experiment:
-    """What the hot path needs, read once (the service caches the same in-process)."""
-    row = connection.execute(
-        "SELECT id, salt FROM assignments_experiment WHERE lower(key) = lower(%s)", [experiment_id]
-    ).fetchone()
-    if row is None:
-        raise LookupError(f"no experiment {experiment_id!r}: was the demo configuration applied?")
-    pk, salt = row
-    variants = connection.execute(
-        "SELECT id, key, split FROM assignments_variant WHERE experiment_id = %s ORDER BY position", [pk]
-    ).fetchall()
-    (cohort,) = connection.execute(
-        "SELECT coalesce(max(number), 1) FROM assignments_cohort WHERE experiment_id = %s", [pk]
-    ).fetchone()
-    return Experiment(
-        pk=pk,
-        salt=salt,
-        cohort=cohort,
-        allocation=Allocation([(variant_pk, split) for variant_pk, _, split in variants]),
-        variant_keys={variant_pk: key for variant_pk, key, _ in variants},
-    )
+    experiment = experiments_read(connection).get(experiment_id.lower())
+    if experiment is None:
+        raise LookupError(f"no experiment {experiment_id!r}: was the bench configuration applied?")
+    return experiment
 
 
 def assignments_store(connection: psycopg.Connection, experiment: Experiment, subject_ids: list[str]) -> dict[str, str]:
-    """Each distinct subject's variant ID, storing the missing assignments."""
+    """Each distinct subject's variant ID, storing the missing assignments (the array statements)."""
     distinct = list(dict.fromkeys(subject_ids))
-    stored = dict(connection.execute(FETCH, [distinct, experiment.pk]).fetchall())
+    stored = dict(connection.execute(FETCH_ARRAYS, [distinct, experiment.pk]).fetchall())
     missing = sorted(subject_id for subject_id in distinct if subject_id not in stored)
     if missing:
         variants = [experiment.allocation.variant_for(experiment.salt, subject_id) for subject_id in missing]
         inserted = dict(
             connection.execute(
-                INSERT, [experiment.pk, experiment.cohort, datetime.now(UTC), missing, variants]
+                INSERT_ARRAYS, [experiment.pk, experiment.cohort, datetime.now(UTC), missing, variants]
             ).fetchall()
         )
         stored.update(inserted)
         lost = [subject_id for subject_id in missing if subject_id not in inserted]
         if lost:
-            stored.update(connection.execute(FETCH, [lost, experiment.pk]).fetchall())
+            stored.update(connection.execute(FETCH_ARRAYS, [lost, experiment.pk]).fetchall())
     return {subject_id: experiment.variant_keys[stored[subject_id]] for subject_id in distinct}
+
+
+def _json(value) -> str:
+    return orjson.dumps(value).decode()
+
+
+def pairs_fetch(
+    connection: psycopg.Connection, subjects: dict[int, list[str]], *, experiment_pk: int | None = None
+) -> Stored:
+    """assignments/storage.py's fetch: the head row (experiment_pk's resource_version, or the catalog's version
+    without it), ignored here, then the stored variant of each (experiment pk, subject ID) pair that has one."""
+    head = [] if experiment_pk is None else [experiment_pk]
+    rows = connection.execute(
+        FETCH[("postgresql", experiment_pk is not None)],
+        [*head, _json({str(pk): subject_ids for pk, subject_ids in subjects.items()})],
+    )
+    return {(pk, subject_id): variant_pk for pk, subject_id, variant_pk, _ in rows if pk is not None}
+
+
+def pairs_store(
+    connection: psycopg.Connection,
+    experiments: Iterable[Experiment],
+    subjects: dict[int, list[str]],
+    *,
+    experiment_pk: int | None = None,
+) -> tuple[Stored, set[tuple[int, str]]]:
+    """The stored variant pk of every (experiment pk, subject ID) pair asked, storing the missing ones, with
+    assignments/storage.py's statements: fetch, the link walk for the experiments that follow links (a linked
+    identifier's assignment carried over, source `linked`), insert, and a re-read of conflict losers only.
+    Returns them and the pairs this call stored."""
+    by_pk = {experiment.pk: experiment for experiment in experiments}
+    stored = pairs_fetch(connection, subjects, experiment_pk=experiment_pk)
+    missing = sorted(
+        (pk, subject_id)
+        for pk, subject_ids in subjects.items()
+        for subject_id in subject_ids
+        if (pk, subject_id) not in stored
+    )
+    if not missing:
+        return stored, set()
+    following = [[pk, by_pk[pk].subject_type_pk, subject_id] for pk, subject_id in missing if by_pk[pk].follow_links]
+    linked: Stored = {}
+    if following:
+        params = {
+            "asked": _json(following),
+            "depth": LINK_MAX_DEPTH,
+            "identifiers": LINK_MAX_IDENTIFIERS,
+            "fanout": LINK_MAX_IDENTIFIERS,
+        }
+        linked = {
+            (pk, subject_id): variant_pk
+            for pk, subject_id, variant_pk in connection.execute(POSTGRES_LINKED_FIRST, params)
+        }
+    rows = []
+    for pk, subject_id in missing:
+        experiment = by_pk[pk]
+        variant_pk = linked.get((pk, subject_id))
+        if variant_pk is None:
+            rows.append(
+                [
+                    pk,
+                    subject_id,
+                    experiment.allocation.variant_for(experiment.salt, subject_id),
+                    experiment.cohort,
+                    "hashed",
+                ]
+            )
+        else:
+            rows.append([pk, subject_id, variant_pk, experiment.cohort, "linked"])
+    inserted = {
+        (pk, subject_id): variant_pk
+        for pk, subject_id, variant_pk in connection.execute(POSTGRES_INSERT, [datetime.now(UTC), _json(rows)])
+    }
+    stored.update(inserted)
+    lost: dict[int, list[str]] = {}
+    for pk, subject_id in missing:
+        if (pk, subject_id) not in inserted:
+            lost.setdefault(pk, []).append(subject_id)
+    if lost:
+        stored.update(pairs_fetch(connection, lost, experiment_pk=experiment_pk))
+    return stored, set(inserted)
 
 
 def subject_types_read(connection: psycopg.Connection) -> dict[str, int]:
@@ -113,15 +228,20 @@ def link_store(connection: psycopg.Connection, nodes: list[tuple[int, str]]) -> 
 
 class BaselineWorker:
     def __init__(self, *, database_url: str, scenario: Scenario, subject_ids: SubjectIds) -> None:
-        if scenario.kind not in (ASSIGN, LINK):
+        if scenario.kind not in (ASSIGN, SUBJECT, LINK):
             raise ValueError(f"the baseline has no equivalent of scenario {scenario.key}")
         self.connection = psycopg.connect(database_url, autocommit=True)
         self.scenario = scenario
         self.subject_ids = subject_ids
-        if scenario.kind == ASSIGN:
-            self.experiment = experiment_read(self.connection)
-        else:
+        if scenario.kind == LINK:
             self.subject_types = subject_types_read(self.connection)
+            return
+        catalog = experiments_read(self.connection)
+        named = scenario.experiments if scenario.kind == SUBJECT else (scenario.experiment_id,)
+        missing = [key for key in named if key.lower() not in catalog]
+        if missing:
+            raise LookupError(f"no experiment {', '.join(missing)}: was the bench configuration applied?")
+        self.experiments = [catalog[key.lower()] for key in named]
 
     def prepare(self) -> list[str]:
         return self.subject_ids.next_batch()
@@ -129,11 +249,24 @@ class BaselineWorker:
     def send(self, request: list[str]) -> dict[str, str] | None:
         if self.scenario.kind == LINK:
             return link_store(self.connection, link_pair(self.subject_types, request[0]))
-        return assignments_store(self.connection, self.experiment, request)
+        if self.scenario.kind == SUBJECT:
+            # One user in each experiment named; the fetch's head is the catalog's version, as the service's.
+            stored, _ = pairs_store(
+                self.connection, self.experiments, {experiment.pk: request for experiment in self.experiments}
+            )
+            return {e.key: e.variant_keys[stored[(e.pk, request[0])]] for e in self.experiments}
+        (experiment,) = self.experiments
+        if not self.scenario.service_sql:
+            return assignments_store(self.connection, experiment, request)
+        distinct = list(dict.fromkeys(request))
+        stored, _ = pairs_store(self.connection, [experiment], {experiment.pk: distinct}, experiment_pk=experiment.pk)
+        return {subject_id: experiment.variant_keys[stored[(experiment.pk, subject_id)]] for subject_id in distinct}
 
     def check(self, request: list[str], answer: dict[str, str] | None) -> int:
         if self.scenario.kind == ASSIGN and answer.keys() != set(request):
             raise AssertionError(f"{len(answer)} assignments for {len(set(request))} subjects")
+        if self.scenario.kind == SUBJECT and answer.keys() != set(self.scenario.experiments):
+            raise AssertionError(f"{len(answer)} assignments for {len(self.scenario.experiments)} experiments")
         return len(request)
 
     def close(self) -> None:

@@ -4,6 +4,7 @@ http.client keeps the connection open when the server lets it, as the proxy in
 front of a deployment does (deploy/gunicorn.conf.py's gthread workers keep it
 alive); a server that answers `Connection: close` gets a new loopback connection
 per request. The assignment and link requests carry the proxy token, /healthz none.
+POST /assignments asks for one user in the scenario's experiments, by name.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import http.client
 import json
 from typing import Any
 
-from bench.scenarios import ASSIGN, EXPERIMENT_ID, HEALTHZ, LINK, Scenario, SubjectIds
+from bench.scenarios import ASSIGN, HEALTHZ, LINK, SUBJECT, Scenario, SubjectIds
 
-PATHS = {ASSIGN: "/experiment-assignments", LINK: "/id-link", HEALTHZ: "/healthz"}
+PATHS = {ASSIGN: "/experiment-assignments", SUBJECT: "/assignments", LINK: "/id-link", HEALTHZ: "/healthz"}
 
 
 class UnexpectedAnswer(Exception):
@@ -24,7 +25,11 @@ class UnexpectedAnswer(Exception):
 def request_body(scenario: Scenario, ids: list[str]) -> bytes | None:
     """The JSON body of the scenario's request for these subject IDs; None for a GET."""
     if scenario.kind == ASSIGN:
-        return json.dumps({"experiment_id": EXPERIMENT_ID, "subject_ids": ids}).encode()
+        return json.dumps({"experiment_id": scenario.experiment_id, "subject_ids": ids}).encode()
+    if scenario.kind == SUBJECT:
+        return json.dumps(
+            {"subject": {"user": ids[0]}, "experiments": list(scenario.experiments), "assign": True}
+        ).encode()
     if scenario.kind == LINK:
         identifiers = [{"subject_type": "user", "subject_id": ids[0]}, {"subject_type": "cookie", "subject_id": ids[0]}]
         return json.dumps({"identifiers": identifiers}).encode()
@@ -61,6 +66,11 @@ class HttpWorker:
             expected = set(request[0])
             if content["assignments"].keys() != expected:
                 raise UnexpectedAnswer(f"{len(content['assignments'])} assignments for {len(expected)} subjects")
+        elif self.scenario.kind == SUBJECT:
+            # A new user: every experiment named is assigned, by this request.
+            expected = set(self.scenario.experiments)
+            if content["assignments"].keys() != expected or set(content["new_assignments"]) != expected:
+                raise UnexpectedAnswer(f"for {len(expected)} experiments: {body[:300]!r}")
         elif self.scenario.kind == HEALTHZ and content["status"] != "ok":
             raise UnexpectedAnswer(f"health {body[:300]!r}")
         elif self.scenario.kind == LINK and content != {"success": True}:

@@ -25,6 +25,7 @@ from bench.connections import CONNECTION_MODES, DEPLOYMENT
 from bench.count_triggers import COUNT_TRIGGER_STATES, count_triggers_off
 from bench.cpu import CpuWindow
 from bench.database import DatabaseServer
+from bench.links import LinkPool
 from bench.load import LoadResult, load_run
 from bench.profile import profile_summary, profilers_start
 from bench.scenarios import HEALTHZ, SCENARIOS, Scenario, SubjectIds
@@ -235,9 +236,27 @@ class Bench:
         # This invocation's servers only (with GUNICORN_ACCESS_LOG=true, a line per request).
         self.log_path.write_text("")
         self.profile_dir = PROJECT_DIR / "var" / "bench-profiles"
+        # The linked new cookies of the scenarios with linked_every (bench/links.py); bench/run sets it.
+        self.links: LinkPool | None = None
 
     def _subject_ids(self, scenario: Scenario, prefix: str, index: int) -> SubjectIds:
-        return SubjectIds(scenario=scenario, prefix=f"{prefix}-{index}", seeded=self.args.seeded, seed=index)
+        return SubjectIds(
+            scenario=scenario, prefix=f"{prefix}-{index}", seeded=self.args.seeded, seed=index, pool=self.links
+        )
+
+    @contextlib.contextmanager
+    def _linked_cookies(self, scenario: Scenario) -> Iterator[None]:
+        """Around one run: the links of the pool cookies it may take stored before it starts."""
+        if not scenario.linked_every:
+            yield
+            return
+        if self.links is None:
+            raise RuntimeError(f"scenario {scenario.key} needs the identifier links bench/run seeds")
+        self.links.top_up()
+        try:
+            yield
+        finally:
+            self.links.run_ended()
 
     def _prefix(self, scenario: Scenario, label: str, concurrency: int, round_number: int) -> str:
         """Of the new subject IDs of one run: every run asks for its own, so they are new."""
@@ -386,12 +405,18 @@ class Bench:
         for target in (target for target in TARGETS if target in self.args.targets):
             if target == "baseline":
                 if scenario.kind != HEALTHZ:
-                    yield self.baseline(scenario, concurrency, round_number, state)
+                    with self._linked_cookies(scenario):
+                        run = self.baseline(scenario, concurrency, round_number, state)
+                    yield run
             elif target == "minimal":
-                yield self.http("minimal", scenario, concurrency, round_number, state)
+                with self._linked_cookies(scenario):
+                    run = self.http("minimal", scenario, concurrency, round_number, state)
+                yield run
             else:
                 for mode in self.args.connections:
-                    yield self.http("service", scenario, concurrency, round_number, state, connections=mode)
+                    with self._linked_cookies(scenario):
+                        run = self.http("service", scenario, concurrency, round_number, state, connections=mode)
+                    yield run
 
     def rounds(self) -> list[dict[str, Any]]:
         """Every scenario's rounds at each concurrency: per round and trigger state, each target in turn."""

@@ -3,14 +3,15 @@
 bench/run serves it with the service's own gunicorn command and config file
 (`gunicorn -c deploy/gunicorn.conf.py bench.minimal_app:application`), so the
 gap between the two is what Django, DRF and the service's own checks cost.
-It sends the service's statements (assignments/storage.py's, an identifier
-link's INSERT ... ON CONFLICT DO NOTHING) on one psycopg connection per thread,
-autocommit, with psycopg's default binding: parameters bound by the server and
-each statement prepared from its fifth run, as any plain psycopg program gets
-(and as the raw-SQL baseline does). It checks the token by comparing it with
-BENCH_TOKEN, validates little, reads the experiment and the subject types once
-per process and ignores the experiment's resource_version. /healthz touches no
-database.
+It sends the service's statements (assignments/storage.py's fetch with its head
+row, link walk and insert, through bench/baseline.py's pairs_store; an
+identifier link's INSERT ... ON CONFLICT DO NOTHING) on one psycopg connection
+per thread, autocommit, with psycopg's default binding: parameters bound by the
+server and each statement prepared from its fifth run, as any plain psycopg
+program gets (and as the raw-SQL baseline does). It checks the token by
+comparing it with BENCH_TOKEN, validates little, reads the experiments and the
+subject types once per process and ignores resource versions (the fetch's head
+row). /healthz touches no database.
 """
 
 from __future__ import annotations
@@ -18,12 +19,10 @@ from __future__ import annotations
 import json
 import os
 import threading
-from datetime import UTC, datetime
 
 import psycopg
 
-from assignments.storage import POSTGRES_FETCH, POSTGRES_INSERT
-from bench.baseline import Experiment, experiment_read, link_store, subject_types_read
+from bench.baseline import Experiment, experiments_read, link_store, pairs_fetch, pairs_store, subject_types_read
 
 AUTHORIZATION = f"Bearer {os.environ['BENCH_TOKEN']}"
 _local = threading.local()
@@ -41,9 +40,16 @@ def _connection() -> psycopg.Connection:
     return _local.connection
 
 
-def _fetch(connection: psycopg.Connection, experiment: Experiment, subject_ids: list[str]) -> dict[str, int]:
-    rows = connection.execute(POSTGRES_FETCH, [experiment.pk, json.dumps(subject_ids), experiment.pk])
-    return {subject_id: variant for subject_id, variant, _ in rows if subject_id is not None}
+def _catalog(connection: psycopg.Connection) -> dict[str, Experiment]:
+    if not _experiments:
+        _experiments.update(experiments_read(connection))
+    return _experiments
+
+
+def _types(connection: psycopg.Connection) -> dict[str, int]:
+    if not _subject_types:
+        _subject_types.update(subject_types_read(connection))
+    return _subject_types
 
 
 def assign(body: dict) -> dict:
@@ -53,21 +59,62 @@ def assign(body: dict) -> dict:
     if not all(isinstance(subject_id, str) for subject_id in subject_ids):
         raise Invalid("subject_ids must be strings")
     connection = _connection()
-    if experiment_id.lower() not in _experiments:
-        _experiments[experiment_id.lower()] = experiment_read(connection, experiment_id=experiment_id)
-    experiment = _experiments[experiment_id.lower()]
+    experiment = _catalog(connection).get(experiment_id.lower())
+    if experiment is None:
+        raise LookupError(f"no experiment {experiment_id!r}")
     distinct = list(dict.fromkeys(subject_ids))
-    stored = _fetch(connection, experiment, distinct)
-    missing = sorted(subject_id for subject_id in distinct if subject_id not in stored)
-    if missing:
-        rows = [[subject_id, experiment.allocation.variant_for(experiment.salt, subject_id)] for subject_id in missing]
-        params = [experiment.pk, experiment.cohort, datetime.now(UTC), json.dumps(rows)]
-        inserted = dict(connection.execute(POSTGRES_INSERT, params).fetchall())
-        stored.update(inserted)
-        lost = [subject_id for subject_id in missing if subject_id not in inserted]
-        if lost:
-            stored.update(_fetch(connection, experiment, lost))
-    return {"assignments": {subject_id: experiment.variant_keys[stored[subject_id]] for subject_id in distinct}}
+    stored, _ = pairs_store(connection, [experiment], {experiment.pk: distinct}, experiment_pk=experiment.pk)
+    return {
+        "assignments": {
+            subject_id: experiment.variant_keys[stored[(experiment.pk, subject_id)]] for subject_id in distinct
+        }
+    }
+
+
+def assign_subject(body: dict) -> dict:
+    """One subject in the experiments named (or every active one of its types), active experiments only."""
+    subject, named, store = body.get("subject"), body.get("experiments"), body.get("assign", True)
+    if not isinstance(subject, dict) or not subject or not all(isinstance(v, str) for v in subject.values()):
+        raise Invalid("subject must map subject type IDs to subject IDs")
+    connection = _connection()
+    catalog, types = _catalog(connection), _types(connection)
+    try:
+        identifiers = {types[type_id.lower()]: subject_id for type_id, subject_id in subject.items()}
+    except KeyError:
+        raise Invalid("a key of subject names no active subject type") from None
+    if named is None:
+        experiments = sorted(
+            (e for e in catalog.values() if e.subject_type_pk in identifiers and e.status == "active"),
+            key=lambda e: e.key.lower(),
+        )
+    else:
+        if not isinstance(named, list) or not all(isinstance(key, str) for key in named):
+            raise Invalid("experiments must be a list of strings")
+        unknown = [key for key in named if key.lower() not in catalog]
+        if unknown:
+            raise LookupError(f"no experiment {', '.join(map(repr, unknown))}")
+        experiments = list({catalog[key.lower()].pk: catalog[key.lower()] for key in named}.values())
+    assignable = [e for e in experiments if e.status == "active" and e.subject_type_pk in identifiers]
+    subjects = {e.pk: [identifiers[e.subject_type_pk]] for e in assignable}
+    if store is True:
+        stored, created = pairs_store(connection, assignable, subjects)
+    else:
+        stored, created = pairs_fetch(connection, subjects), set()
+    answer: dict = {"assignments": {}, "new_assignments": [], "unassigned": {}}
+    for experiment in experiments:
+        subject_id = identifiers.get(experiment.subject_type_pk)
+        variant_pk = stored.get((experiment.pk, subject_id))
+        if experiment.status != "active":
+            answer["unassigned"][experiment.key] = "experiment_not_active"
+        elif subject_id is None:
+            answer["unassigned"][experiment.key] = "subject_type_missing"
+        elif variant_pk is None:
+            answer["unassigned"][experiment.key] = "not_assigned"
+        else:
+            answer["assignments"][experiment.key] = experiment.variant_keys[variant_pk]
+            if (experiment.pk, subject_id) in created:
+                answer["new_assignments"].append(experiment.key)
+    return answer
 
 
 def link(body: dict) -> dict:
@@ -75,10 +122,9 @@ def link(body: dict) -> dict:
     if not isinstance(identifiers, list) or len(identifiers) != 2:
         raise Invalid("identifiers must be a list of 2")
     connection = _connection()
-    if not _subject_types:
-        _subject_types.update(subject_types_read(connection))
+    types = _types(connection)
     try:
-        nodes = sorted((_subject_types[item["subject_type"].lower()], item["subject_id"]) for item in identifiers)
+        nodes = sorted((types[item["subject_type"].lower()], item["subject_id"]) for item in identifiers)
     except (AttributeError, KeyError, TypeError):
         raise Invalid("each identifier needs an active subject_type and a subject_id") from None
     if nodes[0] == nodes[1] or not all(isinstance(subject_id, str) for _, subject_id in nodes):
@@ -87,7 +133,7 @@ def link(body: dict) -> dict:
     return {"success": True}
 
 
-ROUTES = {"/experiment-assignments": assign, "/id-link": link}
+ROUTES = {"/experiment-assignments": assign, "/assignments": assign_subject, "/id-link": link}
 
 
 def _answer(environ) -> tuple[str, dict]:

@@ -332,6 +332,24 @@ def _yes(value: bool) -> str:
     return "yes" if value else "**no**"
 
 
+def _links_lines(links: dict[str, Any] | None) -> list[str]:
+    """The followLinks scenarios' data (bench/links.py), and what they stored by source."""
+    if not links:
+        return []
+    stored = "; ".join(
+        f"{row['experiment']} {'pool' if row['pool'] else 'unlinked'} cookies {row['source']}: {row['assignments']:,}"
+        for row in links["outcome"]["counts"]
+    )
+    as_expected = _yes(links["outcome"]["as_expected"])
+    return [
+        f"- identifier links: {links['links']:,} at the start ({links['linked_users']:,} seeded users, each linked to "
+        f"two cookies, one in ten shared with the next user; the first cookie of each assigned in banner-copy and "
+        f"banner-copy-nolinks: {links['assigned_cookies']:,} in each); {links['pool_stored']:,} linked new cookies "
+        f"stored ahead of the runs, {links['pool_taken']:,} asked for. New cookies stored: {stored or 'none'}; "
+        f"as expected (pool cookies `linked` in banner-copy, every other `hashed`) {as_expected}.",
+    ]
+
+
 def results_markdown(results: dict[str, Any]) -> str:
     setup = results["setup"]
     machine = setup["machine"]
@@ -359,6 +377,7 @@ def results_markdown(results: dict[str, Any]) -> str:
         f"in {seed['seconds']:.0f} s), {end['assignments']:,} at the end; reads draw from {seed['seeded']:,} "
         f"seeded subjects; assignment counts exact at the start {_yes(seed['counts_exact'])}, at the end "
         f"{_yes(end['counts_exact'])}.",
+        *_links_lines(setup.get("links")),
         f"- {', '.join(map(str, setup['concurrency']))} concurrent clients; {setup['warmup']} s warm-up and "
         f"{setup['duration']} s measured per run; {setup['repeat']} round(s), the targets alternating within "
         "each; tables other than the last show each target's median.",

@@ -4,11 +4,22 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bench.links import LinkPool
 
 EXPERIMENT_ID = "checkout-button"
+# examples/demo.yaml's cookie experiment with spec.followLinks: true, and bench/hot_path_resources.yaml's copy
+# of it without: the same variants and subject type, so the two differ only in following links.
+LINKS_EXPERIMENT_ID = "banner-copy"
+NOLINKS_EXPERIMENT_ID = "banner-copy-nolinks"
+# bench/hot_path_resources.yaml: 20 active experiments on subject type user, none following links.
+SUBJECT_EXPERIMENT_IDS = tuple(f"bench-user-{number:02d}" for number in range(1, 21))
 
-# What a request does: POST /experiment-assignments, POST /id-link or GET /healthz.
+# What a request does: POST /experiment-assignments, POST /assignments, POST /id-link or GET /healthz.
 ASSIGN = "assign"
+SUBJECT = "subject"
 LINK = "link"
 HEALTHZ = "healthz"
 
@@ -20,6 +31,18 @@ class Scenario:
     kind: str
     new: int = 0  # subject IDs per request that have no assignment (or link) yet
     existing: int = 0  # subject IDs per request drawn from the seeded, already assigned ones
+    # POST /experiment-assignments: the experiment asked.
+    experiment_id: str = EXPERIMENT_ID
+    # POST /assignments: the experiments named, for one subject known by its user ID.
+    experiments: tuple[str, ...] = ()
+    # Every n-th new subject is a new cookie linked, before the request, to a seeded user whose
+    # first cookie is assigned (bench/links.py); 0: none.
+    linked_every: int = 0
+    # The raw-SQL baseline sends assignments/storage.py's statements (JSON parameters, the fetch with
+    # its head row, the insert of (experiment, subject, variant, cohort, source) rows, the link walk).
+    # The original /experiment-assignments scenarios keep the array statements of bench/baseline.py
+    # they were first measured with.
+    service_sql: bool = False
 
     @property
     def subjects(self) -> int:
@@ -42,6 +65,40 @@ SCENARIOS = {
         Scenario("healthz", "the health check, no token", HEALTHZ),
         # The pair is user:<new ID> and cookie:<the same ID>: two identifiers, never linked before.
         Scenario("id-link", "1 new identifier pair", LINK, new=1),
+        Scenario(
+            "subject-1",
+            "1 new user in 1 experiment",
+            SUBJECT,
+            new=1,
+            experiments=SUBJECT_EXPERIMENT_IDS[:1],
+            service_sql=True,
+        ),
+        Scenario(
+            "subject-20",
+            "1 new user in 20 experiments",
+            SUBJECT,
+            new=1,
+            experiments=SUBJECT_EXPERIMENT_IDS,
+            service_sql=True,
+        ),
+        Scenario(
+            "1000-new-nolinks",
+            "1000 new cookies (1 in 10 linked to an assigned one), experiment without followLinks",
+            ASSIGN,
+            new=1000,
+            experiment_id=NOLINKS_EXPERIMENT_ID,
+            linked_every=10,
+            service_sql=True,
+        ),
+        Scenario(
+            "1000-new-links",
+            "the same, experiment with followLinks",
+            ASSIGN,
+            new=1000,
+            experiment_id=LINKS_EXPERIMENT_ID,
+            linked_every=10,
+            service_sql=True,
+        ),
     )
 }
 
@@ -55,10 +112,14 @@ class SubjectIds:
 
     New IDs carry the run's and the worker's prefix and a counter, so they are
     new in this database whatever ran before; existing ones are a random sample
-    of the seeded IDs, so reads spread over the whole index.
+    of the seeded IDs, so reads spread over the whole index. In a scenario with
+    linked_every, that share of the new IDs are instead taken from the pool of
+    linked cookies, each used once in the invocation.
     """
 
-    def __init__(self, *, scenario: Scenario, prefix: str, seeded: int, seed: int) -> None:
+    def __init__(
+        self, *, scenario: Scenario, prefix: str, seeded: int, seed: int, pool: LinkPool | None = None
+    ) -> None:
         if scenario.existing > seeded:
             raise ValueError(f"scenario {scenario.key} needs {scenario.existing} seeded subjects, {seeded} exist")
         self.scenario = scenario
@@ -66,11 +127,16 @@ class SubjectIds:
         self.seeded = seeded
         self.counter = 0
         self.random = random.Random(seed)
+        self.pool = pool if scenario.linked_every else None
 
     def next_batch(self) -> list[str]:
         start = self.counter
         self.counter += self.scenario.new
         ids = [f"{self.prefix}-{number:010d}" for number in range(start, self.counter)]
+        if self.pool is not None:
+            every = self.scenario.linked_every
+            linked = iter(self.pool.take(len(range(every - 1, len(ids), every))))
+            ids = [next(linked) if position % every == every - 1 else value for position, value in enumerate(ids)]
         if self.scenario.existing:
             ids.extend(seeded_subject_id(n) for n in self.random.sample(range(self.seeded), self.scenario.existing))
         return ids

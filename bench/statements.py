@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from bench.client import PATHS, request_body
-from bench.scenarios import ASSIGN, LINK, Scenario, SubjectIds
+from bench.scenarios import ASSIGN, LINK, SUBJECT, Scenario, SubjectIds
 
 
 @dataclass(frozen=True)
@@ -29,12 +29,18 @@ class StatementCount:
 _TRANSACTION = frozenset({"BEGIN", "COMMIT", "ROLLBACK"})
 
 _TABLE = re.compile(r'\b(?:FROM|JOIN|INTO|UPDATE)\s+(?!LATERAL\b)"?(\w+)"?(?!\w|\()', re.IGNORECASE)
+# The names a WITH clause gives its parts (`walk(start_type, ...) AS (`), which are not tables.
+_CTE = re.compile(r"\b(\w+)\s*(?:\([\w\s,]*\))?\s+AS\s+(?:NOT\s+)?(?:MATERIALIZED\s+)?\(", re.IGNORECASE)
 
 
 def statement_summary(sql: str) -> str:
-    """`SELECT tokens_apitoken`: the statement's verb and the tables it names."""
-    tables = dict.fromkeys(_TABLE.findall(sql))
-    return " ".join([sql.split()[0].upper(), "+".join(tables)]).strip()
+    """`SELECT tokens_apitoken`: the statement's verb and the tables it names (`WITH RECURSIVE` for a recursive
+    statement, whose verb comes after its parts)."""
+    words = sql.split()
+    verb = " ".join(words[:2]).upper() if len(words) > 1 and words[1].upper() == "RECURSIVE" else words[0].upper()
+    ctes = set(_CTE.findall(sql)) if verb.startswith("WITH") else set()
+    tables = [table for table in dict.fromkeys(_TABLE.findall(sql)) if table not in ctes]
+    return " ".join([verb, "+".join(tables)]).strip()
 
 
 def statements_count(*, scenarios: list[Scenario], token: str, seeded: int, prefix: str) -> list[StatementCount]:
@@ -54,7 +60,7 @@ def statements_count(*, scenarios: list[Scenario], token: str, seeded: int, pref
 
     counts = []
     for scenario in scenarios:
-        if scenario.kind not in (ASSIGN, LINK):
+        if scenario.kind not in (ASSIGN, SUBJECT, LINK):
             continue
         ids = SubjectIds(scenario=scenario, prefix=f"{prefix}-count-{scenario.key}", seeded=seeded, seed=0)
         post(scenario, ids.next_batch())
