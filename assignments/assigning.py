@@ -16,6 +16,7 @@ from django.db import IntegrityError
 from django.utils import timezone
 
 from assignments.errors import ExperimentNotActive, ExperimentNotFound
+from assignments.linking import linked_first
 from assignments.models import Assignment, Experiment, Variant
 from assignments.selectors import (
     RUNNING_STATUSES,
@@ -26,12 +27,7 @@ from assignments.selectors import (
     experiment_states,
     subject_types_active,
 )
-from assignments.storage import Stored, assignments_fetch, assignments_insert, assignments_linked_first
-
-# Following links (spec.followLinks): how far from a new subject, and through how many
-# identifiers, to look for one already assigned in the experiment.
-LINK_MAX_DEPTH = 4
-LINK_MAX_IDENTIFIERS = 1000
+from assignments.storage import Stored, assignments_fetch, assignments_insert, assignments_link_graph
 
 
 @dataclass(frozen=True)
@@ -43,13 +39,9 @@ class Settled:
 
 def _new_rows(states: dict[int, ExperimentState], missing: list[tuple[int, str]]) -> list[tuple]:
     """The rows to store for the missing pairs, sorted: carried over from a linked identifier where
-    the experiment follows links and one is assigned, else hashed."""
+    the experiment follows links and one is assigned (assignments/linking.py), else hashed."""
     following = [(pk, states[pk].subject_type_pk, subject_id) for pk, subject_id in missing if states[pk].follow_links]
-    linked = (
-        assignments_linked_first(asked=following, max_depth=LINK_MAX_DEPTH, max_identifiers=LINK_MAX_IDENTIFIERS)
-        if following
-        else {}
-    )
+    linked = linked_first(following, assignments_link_graph(asked=following)) if following else {}
     rows = []
     for pk, subject_id in missing:
         state = states[pk]

@@ -18,7 +18,9 @@ from datetime import datetime
 
 import orjson
 from django.db import connection
+from django.utils.dateparse import parse_datetime
 
+from assignments.linking import Asked, LinkGraph, link_graph, walk_params
 from config.database import statement_cursor
 
 TABLE = "assignments_assignment"
@@ -136,87 +138,88 @@ def assignments_insert(*, rows: Sequence[tuple[int, str, int, int, str]], create
         return {(pk, subject_id): variant_pk for pk, subject_id, variant_pk in cursor.fetchall()}
 
 
-# The walk of POST /assignments' and /experiment-assignments' following of links
-# (assignments/linking.py): from each asked identifier through the links, both ways,
-# at most %(depth)s links away. The walk's rows carry their depth, so UNION ends it
-# at that depth even in a component full of cycles; an identifier reached at several
-# depths counts at the nearest. On PostgreSQL each identifier's links are read at most
-# %(fanout)s a side, so one identifier with a million links (a shared device, a bot)
-# costs the walk a bounded read.
-POSTGRES_WALK = """
-WITH RECURSIVE asked AS (
-    SELECT (a.item ->> 0)::bigint AS experiment_id, (a.item ->> 1)::bigint AS type_id, a.item ->> 2 AS subject_id
-    FROM json_array_elements(%(asked)s::json) AS a(item)
-), walk(start_type, start_id, type_id, subject_id, depth) AS (
-    SELECT DISTINCT type_id, subject_id, type_id, subject_id, 0 FROM asked
-    UNION
-    SELECT w.start_type, w.start_id, n.type_id, n.subject_id, w.depth + 1
-    FROM walk w
-    CROSS JOIN LATERAL (
-        (SELECT l.subject_type_b_id, l.subject_id_b FROM idlinks_identifierlink l
-         WHERE l.subject_type_a_id = w.type_id AND l.subject_id_a = w.subject_id LIMIT %(fanout)s)
-        UNION ALL
-        (SELECT l.subject_type_a_id, l.subject_id_a FROM idlinks_identifierlink l
-         WHERE l.subject_type_b_id = w.type_id AND l.subject_id_b = w.subject_id LIMIT %(fanout)s)
-    ) AS n(type_id, subject_id)
-    WHERE w.depth < %(depth)s
-)"""
+# The neighbourhood of a batch's new subjects, for following links (assignments/linking.py),
+# walked once for the whole batch: every identifier within %(depth)s links of any of the
+# starts, through the links both ways, with the links out of those nearer than %(depth)s
+# and the assignments those of a following experiment's subject type have in it. The walk
+# is shared: many new subjects near one busy identifier read its links once, not once
+# each. Its rows carry their depth, so UNION ends it at that depth in a component full of
+# cycles. On PostgreSQL each identifier's links are read at most %(fanout)s a side, so an
+# identifier with a million links (a shared device, a bot) costs a bounded read.
+POSTGRES_NEIGHBOURS = """
+    (SELECT l.subject_type_b_id, l.subject_id_b FROM idlinks_identifierlink l
+     WHERE l.subject_type_a_id = {node}.type_id AND l.subject_id_a = {node}.subject_id LIMIT %(fanout)s)
+    UNION ALL
+    (SELECT l.subject_type_a_id, l.subject_id_a FROM idlinks_identifierlink l
+     WHERE l.subject_type_b_id = {node}.type_id AND l.subject_id_b = {node}.subject_id LIMIT %(fanout)s)
+"""
 
-SQLITE_WALK = """
-WITH RECURSIVE asked(experiment_id, type_id, subject_id) AS (
-    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]')
-    FROM json_each(%(asked)s)
-), walk(start_type, start_id, type_id, subject_id, depth) AS (
-    SELECT DISTINCT type_id, subject_id, type_id, subject_id, 0 FROM asked
+POSTGRES_LINK_GRAPH = """
+WITH RECURSIVE walk(type_id, subject_id, depth) AS (
+    SELECT (s.item ->> 0)::bigint, s.item ->> 1, 0 FROM json_array_elements(%(starts)s::json) AS s(item)
     UNION
-    SELECT w.start_type, w.start_id, l.subject_type_b_id, l.subject_id_b, w.depth + 1
+    SELECT n.type_id, n.subject_id, w.depth + 1
+    FROM walk w CROSS JOIN LATERAL ({walk_neighbours}) AS n(type_id, subject_id)
+    WHERE w.depth < %(depth)s
+), reached AS (
+    SELECT type_id, subject_id, min(depth) AS depth FROM walk GROUP BY type_id, subject_id
+), following AS (
+    SELECT (f.item ->> 0)::bigint AS experiment_id, (f.item ->> 1)::bigint AS type_id
+    FROM json_array_elements(%(following)s::json) AS f(item)
+)
+SELECT r.type_id, r.subject_id, n.type_id, n.subject_id, NULL::bigint, NULL::bigint, NULL::timestamptz
+FROM reached r CROSS JOIN LATERAL ({reached_neighbours}) AS n(type_id, subject_id)
+WHERE r.depth < %(depth)s
+UNION ALL
+SELECT r.type_id, r.subject_id, NULL, NULL, a.experiment_id, a.variant_id, a.created_at
+FROM reached r
+JOIN following f ON f.type_id = r.type_id
+JOIN assignments_assignment a ON a.experiment_id = f.experiment_id AND a.subject_id = r.subject_id
+""".replace("{walk_neighbours}", POSTGRES_NEIGHBOURS.format(node="w")).replace(
+    "{reached_neighbours}", POSTGRES_NEIGHBOURS.format(node="r")
+)
+
+SQLITE_LINK_GRAPH = """
+WITH RECURSIVE walk(type_id, subject_id, depth) AS (
+    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), 0 FROM json_each(%(starts)s)
+    UNION
+    SELECT l.subject_type_b_id, l.subject_id_b, w.depth + 1
     FROM walk w JOIN idlinks_identifierlink l ON l.subject_type_a_id = w.type_id AND l.subject_id_a = w.subject_id
     WHERE w.depth < %(depth)s
     UNION
-    SELECT w.start_type, w.start_id, l.subject_type_a_id, l.subject_id_a, w.depth + 1
+    SELECT l.subject_type_a_id, l.subject_id_a, w.depth + 1
     FROM walk w JOIN idlinks_identifierlink l ON l.subject_type_b_id = w.type_id AND l.subject_id_b = w.subject_id
     WHERE w.depth < %(depth)s
-)"""
-
-# Of each asked identifier's reached identifiers, the first %(identifiers)s by distance,
-# subject type and subject ID are the visited ones; of those of the experiment's subject
-# type, the one assigned first in the experiment (ties: the smaller subject ID, by code
-# point) gives its variant. Subject IDs compare by code point, as Python compares them.
-LINKED_FIRST = """, reached AS (
-    SELECT start_type, start_id, type_id, subject_id, min(depth) AS depth
-    FROM walk
-    WHERE depth > 0 AND NOT (type_id = start_type AND subject_id = start_id)
-    GROUP BY start_type, start_id, type_id, subject_id
-), visited AS (
-    SELECT start_type, start_id, type_id, subject_id, row_number() OVER (
-        PARTITION BY start_type, start_id ORDER BY depth, type_id, subject_id {collate}
-    ) AS visit
-    FROM reached
-), candidates AS (
-    SELECT q.experiment_id, q.subject_id, a.variant_id, row_number() OVER (
-        PARTITION BY q.experiment_id, q.subject_id ORDER BY a.created_at, a.subject_id {collate}
-    ) AS place
-    FROM asked q
-    JOIN visited v ON v.start_type = q.type_id AND v.start_id = q.subject_id AND v.type_id = q.type_id
-    JOIN assignments_assignment a ON a.experiment_id = q.experiment_id AND a.subject_id = v.subject_id
-    WHERE v.visit <= %(identifiers)s
+), reached AS (
+    SELECT type_id, subject_id, min(depth) AS depth FROM walk GROUP BY type_id, subject_id
+), following(experiment_id, type_id) AS (
+    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(%(following)s)
 )
-SELECT experiment_id, subject_id, variant_id FROM candidates WHERE place = 1
+SELECT r.type_id, r.subject_id, l.subject_type_b_id, l.subject_id_b, NULL, NULL, NULL
+FROM reached r JOIN idlinks_identifierlink l ON l.subject_type_a_id = r.type_id AND l.subject_id_a = r.subject_id
+WHERE r.depth < %(depth)s
+UNION ALL
+SELECT r.type_id, r.subject_id, l.subject_type_a_id, l.subject_id_a, NULL, NULL, NULL
+FROM reached r JOIN idlinks_identifierlink l ON l.subject_type_b_id = r.type_id AND l.subject_id_b = r.subject_id
+WHERE r.depth < %(depth)s
+UNION ALL
+SELECT r.type_id, r.subject_id, NULL, NULL, a.experiment_id, a.variant_id, a.created_at
+FROM reached r
+JOIN following f ON f.type_id = r.type_id
+JOIN assignments_assignment a ON a.experiment_id = f.experiment_id AND a.subject_id = r.subject_id
 """
 
-POSTGRES_LINKED_FIRST = POSTGRES_WALK + LINKED_FIRST.format(collate='COLLATE "C"')
-SQLITE_LINKED_FIRST = SQLITE_WALK + LINKED_FIRST.format(collate="")
 
-
-def assignments_linked_first(*, asked: Sequence[tuple[int, int, str]], max_depth: int, max_identifiers: int) -> Stored:
-    """For each asked (experiment pk, subject type pk, subject ID), the variant pk of the first
-    assigned identifier of that type linked to it in that experiment, where there is one; in one
-    statement for the whole batch."""
-    sql = POSTGRES_LINKED_FIRST if connection.vendor == "postgresql" else SQLITE_LINKED_FIRST
-    params = {"asked": _json(asked), "depth": max_depth, "identifiers": max_identifiers, "fanout": max_identifiers}
+def assignments_link_graph(*, asked: Sequence[Asked]) -> LinkGraph:
+    """The links around these new subjects of experiments that follow links, and the assignments
+    the identifiers there have in those experiments (assignments/linking.py); one statement for all."""
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return {(pk, subject_id): variant_pk for pk, subject_id, variant_pk in cursor.fetchall()}
+        if connection.vendor == "postgresql":
+            cursor.execute(POSTGRES_LINK_GRAPH, walk_params(asked))
+            return link_graph(cursor.fetchall())
+        cursor.execute(SQLITE_LINK_GRAPH, walk_params(asked))
+        # SQLite hands times back as text.
+        return link_graph((*row[:6], row[6] and parse_datetime(row[6])) for row in cursor.fetchall())
 
 
 # Backfills and QA overrides: each row carries its own timestamp, and the source and

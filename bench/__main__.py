@@ -25,7 +25,6 @@ from importlib.metadata import version
 
 import psycopg
 
-from bench.baseline import LINK_MAX_DEPTH, LINK_MAX_IDENTIFIERS
 from bench.client import PATHS
 from bench.connections import DEFAULT_MODES
 from bench.database import DatabaseServer
@@ -133,10 +132,6 @@ def main(argv: list[str]) -> int:
         what = "reusing" if reused else "created"
         print(f"database {args.database} ({what}): migrating, applying {DEMO_CONFIG.name}, {BENCH_CONFIG.name}")
         token = django_prepare(DEMO_CONFIG, BENCH_CONFIG)
-        from assignments import assigning
-
-        if (assigning.LINK_MAX_DEPTH, assigning.LINK_MAX_IDENTIFIERS) != (LINK_MAX_DEPTH, LINK_MAX_IDENTIFIERS):
-            raise SystemExit("bench/baseline.py's LINK_MAX_* differ from assignments/assigning.py's: update them")
         print(f"seeding up to {args.seeded:,} assigned subjects", flush=True)
         seed = assignments_seed(database_url=database_url, count=args.seeded)
         print(

@@ -12,7 +12,8 @@ array statements below (unnest(text[]) joined to the (experiment_id, subject_id)
 unique index), as they were first measured. Scenarios with `service_sql`
 (POST /assignments, followLinks) send assignments/storage.py's own statements
 through `pairs_store`, which the minimal app also uses: the fetch with its head
-row, the link walk (POSTGRES_LINKED_FIRST) for experiments that follow links,
+row, the link walk (POSTGRES_LINK_GRAPH, then assignments/linking.py's in-memory
+walk of each subject, as the service does) for experiments that follow links,
 then the insert. An identifier link is the service's one INSERT ... ON CONFLICT
 DO NOTHING, with the subject types read once.
 """
@@ -27,13 +28,9 @@ import orjson
 import psycopg
 
 from assignments.hashing import Allocation
-from assignments.storage import FETCH, POSTGRES_INSERT, POSTGRES_LINKED_FIRST
+from assignments.linking import link_graph, linked_first, walk_params
+from assignments.storage import FETCH, POSTGRES_INSERT, POSTGRES_LINK_GRAPH
 from bench.scenarios import ASSIGN, EXPERIMENT_ID, LINK, SUBJECT, Scenario, SubjectIds
-
-# assignments/assigning.py's LINK_MAX_DEPTH and LINK_MAX_IDENTIFIERS (that module needs Django, which the
-# minimal app does not load); bench/run checks that they still agree.
-LINK_MAX_DEPTH = 4
-LINK_MAX_IDENTIFIERS = 1000
 
 FETCH_ARRAYS = """
 SELECT a.subject_id, a.variant_id
@@ -167,19 +164,11 @@ def pairs_store(
     )
     if not missing:
         return stored, set()
-    following = [[pk, by_pk[pk].subject_type_pk, subject_id] for pk, subject_id in missing if by_pk[pk].follow_links]
+    following = [(pk, by_pk[pk].subject_type_pk, subject_id) for pk, subject_id in missing if by_pk[pk].follow_links]
     linked: Stored = {}
     if following:
-        params = {
-            "asked": _json(following),
-            "depth": LINK_MAX_DEPTH,
-            "identifiers": LINK_MAX_IDENTIFIERS,
-            "fanout": LINK_MAX_IDENTIFIERS,
-        }
-        linked = {
-            (pk, subject_id): variant_pk
-            for pk, subject_id, variant_pk in connection.execute(POSTGRES_LINKED_FIRST, params)
-        }
+        graph = link_graph(connection.execute(POSTGRES_LINK_GRAPH, walk_params(following)))
+        linked = linked_first(following, graph)
     rows = []
     for pk, subject_id in missing:
         experiment = by_pk[pk]
