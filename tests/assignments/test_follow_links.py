@@ -303,3 +303,20 @@ def test_follow_links__1_or_1000_new_subjects__same_number_of_statements(api, co
     assert counts[0] == counts[1]
     walks = "WITH RECURSIVE" in " ".join(q["sql"] for q in captured.captured_queries)
     assert walks == follow_links
+
+
+def test_follow_links__batch_sharing_a_neighbourhood__each_subject_walked_from_itself(api, config):
+    # Given an assigned cookie 1 link from one new cookie and 5 links from another, both in one batch
+    assigned = hashed_to("green", "assigned")
+    assign(api, [assigned])
+    near, far = hashed_to("control", "near"), hashed_to("control", "far")
+    link(("cookie", near), ("user", "u-0"))
+    link(("user", "u-0"), ("cookie", assigned))
+    chain(("cookie", far), ("device", "d-1"), ("user", "u-1"), ("device", "d-2"), ("user", "u-2"), ("cookie", assigned))
+
+    # When both are asked for at once
+    answer = assign(api, [near, far])
+
+    # Then the walk shared by the batch still measures each subject's own distance
+    assert answer == {near: "green", far: "control"}
+    assert (stored(near)[1], stored(far)[1]) == ("linked", "hashed")
