@@ -70,7 +70,7 @@ def visited(start: Node, neighbours: dict[Node, set[Node]]) -> list[Node]:
     order: list[Node] = []
     frontier = [start]
     for _ in range(MAX_DEPTH):
-        level = sorted({node for current in frontier for node in neighbours[current]} - seen)
+        level = sorted({node for current in frontier for node in neighbours.get(current, ())} - seen)
         if not level:
             break
         order.extend(level)
@@ -85,6 +85,8 @@ def visited(start: Node, neighbours: dict[Node, set[Node]]) -> list[Node]:
 def linked_first(asked: Sequence[Asked], graph: LinkGraph) -> dict[tuple[int, str], int]:
     """For each asked (experiment pk, subject type pk, subject ID), the variant pk of the first
     assigned identifier of that type that its walk visits, where there is one."""
+    if not graph.assignments:
+        return {}
     neighbours: dict[Node, set[Node]] = defaultdict(set)
     for first, second in graph.links:
         neighbours[first].add(second)
@@ -93,6 +95,9 @@ def linked_first(asked: Sequence[Asked], graph: LinkGraph) -> dict[tuple[int, st
     found = {}
     for experiment_pk, type_pk, subject_id in asked:
         start = (type_pk, subject_id)
+        if start not in neighbours:
+            # Most new subjects have no link at all.
+            continue
         if start not in walks:
             walks[start] = visited(start, neighbours)
         candidates = _assigned(graph, experiment_pk, (node for node in walks[start] if node[0] == type_pk))

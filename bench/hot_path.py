@@ -252,7 +252,7 @@ class Bench:
             return
         if self.links is None:
             raise RuntimeError(f"scenario {scenario.key} needs the identifier links bench/run seeds")
-        self.links.top_up()
+        self.links.top_up(seconds=self.args.warmup + self.args.duration)
         try:
             yield
         finally:

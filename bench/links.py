@@ -43,8 +43,9 @@ ASSIGNMENT_COPY = (
     "COPY assignments_assignment (experiment_id, subject_id, variant_id, cohort, created_at, source) FROM STDIN"
 )
 SHARED_DEVICE_EVERY = 10
-# Pool cookies stored ahead of a run: at least this many, and twice what the largest run so far took.
-POOL_RESERVE = 60_000
+# Pool cookies stored ahead of a run: enough for this many a second of the run (raw SQL on an idle
+# 2-core machine took about 7,000), and twice what the largest run so far took.
+POOL_PER_SECOND = 15_000
 POOL_SCATTER = 7919
 
 
@@ -138,10 +139,10 @@ class LinkPool:
             raise RuntimeError(f"the pool of linked cookies ran out ({self.stored:,} stored before this run)")
         return [self.cookie_id(number) for number in range(start, start + count)]
 
-    def top_up(self) -> None:
-        """Before a run: store the links of enough pool cookies for it."""
+    def top_up(self, *, seconds: float) -> None:
+        """Before a run of `seconds` (warm-up included): store the links of enough pool cookies for it."""
         self._run_start = self.taken
-        wanted = self.taken + max(POOL_RESERVE, 2 * self._largest_run)
+        wanted = self.taken + max(int(POOL_PER_SECOND * seconds), 2 * self._largest_run)
         if self.stored >= wanted:
             return
         created_at = datetime.now(UTC)
