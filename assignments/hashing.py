@@ -1,4 +1,4 @@
-"""The assignment function of CONTRACT.md section 2, free of Django so anyone can reuse it.
+"""The assignment function (docs/api.md), free of Django so anyone can reuse it.
 
     h = SHA-256(UTF-8(salt + ":" + subject_id))
     u = (first 8 bytes of h, big-endian unsigned) / 2**64
@@ -31,7 +31,7 @@ def bucket_number(salt: str, subject_id: str) -> int:
 
 
 def bucket(salt: str, subject_id: str) -> Fraction:
-    """u of the contract, exactly."""
+    """u of the formula above, exactly."""
     return Fraction(bucket_number(salt, subject_id), SCALE)
 
 

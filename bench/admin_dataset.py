@@ -38,7 +38,7 @@ SHARED_COOKIES = 100
 
 # created_at runs over the last DAYS days as a rollout ramping up: the square root makes the
 # number of new assignments per day grow linearly, which the health panel's chart should show.
-# u is the contract's unsigned bucket number, as the README computes it in SQL. OFFSET 0 keeps
+# u is the assignment formula's unsigned bucket number, as the README computes it in SQL. OFFSET 0 keeps
 # the planner from copying the hash into every place that reads h or u: it is computed once a row.
 INSERT = """
 INSERT INTO assignments_assignment (experiment_id, subject_id, variant_id, cohort, created_at)

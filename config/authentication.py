@@ -1,4 +1,4 @@
-"""API token authentication and role permissions (CONTRACT.md section 3, docs/tokens.md)."""
+"""API token authentication and role permissions (docs/api.md, docs/tokens.md)."""
 
 from __future__ import annotations
 

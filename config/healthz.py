@@ -1,10 +1,10 @@
-"""GET and HEAD /healthz (CONTRACT.md section 3, docs/health-and-outages.md).
+"""GET and HEAD /healthz (docs/api.md, docs/health-and-outages.md).
 
 Served by HealthCheckMiddleware, first in MIDDLEWARE, so that no token check,
 throttle, session, host validation or other middleware work can slow it or fail it:
 container platforms probe with the pod's address as Host and no credentials.
 
-Why a thread: the contract wants an answer within 3 seconds even when the
+Why a thread: /healthz must answer within 3 seconds even when the
 database accepts connections and never replies. Timeouts on the connection
 alone do not give that: connect_timeout bounds the handshake, but a server
 that stops answering mid-query (frozen, or cut off by a network partition)

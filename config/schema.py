@@ -137,7 +137,7 @@ def problem_responses(
 
 
 class ApiTokenScheme(OpenApiAuthenticationExtension):
-    """Either header carries the token (CONTRACT.md section 3): two alternative schemes."""
+    """Either header carries the token (docs/tokens.md): two alternative schemes."""
 
     target_class = "config.authentication.ApiTokenAuthentication"
     name = ["bearerToken", "authenticationHeader"]
@@ -158,7 +158,7 @@ class ApiTokenScheme(OpenApiAuthenticationExtension):
         ]
 
 
-# Subject IDs: no C0 or C1 control characters (CONTRACT.md section 1).
+# Subject IDs: no C0 or C1 control characters.
 SUBJECT_ID_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]+$"
 
 
@@ -250,7 +250,7 @@ _HEALTH_SCHEMA = {
         "database": {"type": "string", "enum": ["ok", "unavailable"]},
     },
     "required": ["status", "database"],
-    "description": "Not problem+json, also on 503 (CONTRACT.md section 3).",
+    "description": "Not problem+json, also on 503.",
 }
 _NO_STORE = {"Cache-Control": {"schema": {"type": "string", "enum": ["no-store"]}}}
 

@@ -1,4 +1,4 @@
-"""Settings, read once from the environment (CONTRACT.md section 6)."""
+"""Settings, read once from the environment (README.md "Settings")."""
 
 from __future__ import annotations
 
@@ -116,7 +116,7 @@ WSGI_APPLICATION = "config.wsgi.application"
 # Paths answer with or without a trailing slash by their own patterns, never by redirect.
 APPEND_SLASH = False
 
-# Bodies over 1 MiB are refused with 413 (CONTRACT.md section 3).
+# Bodies over 1 MiB are refused with 413 (docs/api.md).
 DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
 
 TEMPLATES = [
@@ -156,10 +156,13 @@ REST_FRAMEWORK = {
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Experiment assignment service",
-    "DESCRIPTION": "Deterministic, stored assignment of subjects to experiment variants (CONTRACT.md).",
+    "DESCRIPTION": "Assigns subjects to experiment variants deterministically and stores each assignment, "
+    "so a subject keeps its variant; links identifiers of one subject so that an assignment can follow the "
+    "links. Calls need an API token in `Authorization: Bearer <token>` or `Authentication`; errors are "
+    "application/problem+json.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
-    # /api/schema and /api/docs are public (CONTRACT.md section 3): a bad token there is ignored.
+    # /api/schema and /api/docs are public: a bad token there is ignored.
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
     "SERVE_AUTHENTICATION": [],
     "SWAGGER_UI_DIST": "SIDECAR",

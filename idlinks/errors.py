@@ -1,4 +1,4 @@
-"""Failures of the identifier-link API that clients branch on (CONTRACT.md section 3)."""
+"""Failures of the identifier-link API that clients branch on (docs/api.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`manage.py export_assignments` (CONTRACT.md section 5): streamed CSV / JSON Lines of one experiment."""
+"""`manage.py export_assignments` (docs/data-exports.md): streamed CSV / JSON Lines of one experiment."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from tests.server import PROJECT_DIR, database_url_for_tests
 HEADER = ["experiment_id", "subject_id", "variant_id", "cohort", "created_at", "source"]
 T0 = dt.datetime(2026, 11, 1, 10, 0, 0, tzinfo=dt.UTC)
 
-# What a subject ID may hold (CONTRACT.md section 1: anything but control characters), and CSV must carry.
+# What a subject ID may hold (anything but control characters), and CSV must carry.
 AWKWARD_SUBJECT_IDS = [
     "plain",
     "comma,inside",

@@ -1,4 +1,4 @@
-"""GET /api/schema and /api/docs (CONTRACT.md section 3): public, complete, and usable offline."""
+"""GET /api/schema and /api/docs: public, complete, and usable offline."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def test_schema__as_json__valid_openapi_3(openapi):
     assert openapi["openapi"].startswith("3.")
 
 
-def test_schema__operations__exactly_those_of_the_contract(openapi):
+def test_schema__operations__exactly_those_documented(openapi):
     operations = {(path, method) for path, item in openapi["paths"].items() for method in item}
 
     assert operations == {
@@ -72,7 +72,7 @@ def test_schema__token_operations__every_error_a_problem_with_its_headers(openap
     assert operation["security"] == [{"bearerToken": []}, {"authenticationHeader": []}]
 
 
-def test_schema__problem_component__members_of_the_contract(openapi):
+def test_schema__problem_component__documented_members(openapi):
     schemas = openapi["components"]["schemas"]
     problem = schemas["Problem"]
 
@@ -82,7 +82,7 @@ def test_schema__problem_component__members_of_the_contract(openapi):
     assert set(schemas["ProblemFieldError"]["required"]) == {"field", "message"}
 
 
-def test_schema__requests__bounds_of_the_contract(openapi, settings):
+def test_schema__requests__documented_bounds(openapi, settings):
     schemas = openapi["components"]["schemas"]
     subject_ids = schemas["ExperimentAssignmentsRequest"]["properties"]["subject_ids"]
     identifiers = schemas["IdLinkRequest"]["properties"]["identifiers"]

@@ -136,7 +136,7 @@ def test_sample_ratio_test__single_variant_expected__p_value_one():
 
 
 def test_sample_ratio_test__shares_summing_to_one_only_within_rounding__are_normalised():
-    # Given splits that sum to 1 - 1e-7 (the contract allows 1e-6) and counts exactly proportional
+    # Given splits that sum to 1 - 1e-7 (the configuration allows 1e-6) and counts exactly proportional
     result = sample_ratio_test(observed=[1000, 2000], expected_shares=[0.3333333, 0.6666666])
 
     # Then the counts fit perfectly

@@ -1,4 +1,4 @@
-"""`manage.py apply_resources` (CONTRACT.md sections 4 and 5): files in, one transaction, a line per resource."""
+"""`manage.py apply_resources` (README.md "Configuration as code"): files in, one transaction, a line per resource."""
 
 from __future__ import annotations
 

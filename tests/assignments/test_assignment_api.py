@@ -1,4 +1,4 @@
-"""POST /experiment-assignments (CONTRACT.md section 3), through Django's full request stack."""
+"""POST /experiment-assignments (docs/api.md), through Django's full request stack."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def test_assign__new_subjects__answered_by_the_formula_and_stored_in_cohort_1(ap
     # When two new subjects are asked for
     response = assign(api, ["u1", "u2"])
 
-    # Then the answer has the single key `assignments` with the pinned variants of section 2
+    # Then the answer has the single key `assignments` with the pinned variants of the assignment formula
     assert response.status_code == 200
     assert response["Content-Type"] == "application/json"
     assert json.loads(response.content) == {"assignments": {"u1": "control", "u2": "green"}}

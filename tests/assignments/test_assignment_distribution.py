@@ -1,4 +1,4 @@
-"""20,000 new subjects land in the variants as configured, each exactly where section 2 puts it."""
+"""20,000 new subjects land in the variants as configured, each exactly where the assignment formula puts it."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def test_assign__20000_new_subjects__split_as_configured_and_equal_to_the_formul
     for start in range(0, SUBJECTS, 1000):
         answered.update(assign_subjects(experiment_id="three-way", subject_ids=subject_ids[start : start + 1000]))
 
-    # Each subject is where the independent computation of section 2 puts it, in the answer and in the table
+    # Each subject is where the independent computation of the formula puts it, in the answer and in the table
     expected = {subject_id: reference_variant("distribution-test", subject_id, SPLITS) for subject_id in subject_ids}
     assert answered == expected
     stored = dict(Assignment.objects.values_list("subject_id", "variant__key"))

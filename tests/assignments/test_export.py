@@ -1,4 +1,4 @@
-"""`manage.py export_resources`: YAML that apply_resources accepts unchanged (CONTRACT.md sections 4 and 5)."""
+"""`manage.py export_resources`: YAML that apply_resources accepts unchanged (README.md "Configuration as code")."""
 
 from __future__ import annotations
 

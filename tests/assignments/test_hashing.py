@@ -1,4 +1,4 @@
-"""assignments/hashing.py against CONTRACT.md section 2.
+"""assignments/hashing.py against the assignment formula (docs/api.md).
 
 The pinned numbers and variants below were computed once, outside this code base
 (sha256sum and a separate integer implementation), so the function can never drift
@@ -50,7 +50,7 @@ def test_bucket_number__pinned_inputs__match_values_computed_outside_the_code(
 
 
 def test_bucket_number__salt_and_id_joined_by_one_colon__only_the_joined_text_counts():
-    # Given the plain concatenation of the contract, "a:b" + ":" + "c" == "a" + ":" + "b:c"
+    # Given the plain concatenation of the formula, "a:b" + ":" + "c" == "a" + ":" + "b:c"
     assert bucket_number("a:b", "c") == bucket_number("a", "b:c") == 12749133060491247426
 
 

@@ -1,4 +1,4 @@
-"""Configuration as code (CONTRACT.md section 4): parsing, validation and the apply's rules."""
+"""Configuration as code (README.md "Configuration as code"): parsing, validation and the apply's rules."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def cohorts(key: str = "exp") -> list[tuple[int, list]]:
 # --- parsing: each rule, with file, document and field in the message ---
 
 
-def test_parse__full_example_of_the_contract__every_field_read():
+def test_parse__full_example__every_field_read():
     text = """
 schemaVersion: 1
 kind: subjecttype
@@ -132,7 +132,7 @@ spec:
     ]
 
 
-def test_parse__optional_fields_omitted__contract_defaults():
+def test_parse__optional_fields_omitted__documented_defaults():
     (exp,) = resources_parse(experiment_doc(key="Checkout-Button", status="draft"), file="f.yaml")
     (plain,) = resources_parse(
         "schemaVersion: 1\nkind: experiment\nmetadata: {id: e2}\nspec:\n  subjectType: user\n"

@@ -1,4 +1,4 @@
-"""POST /id-link (CONTRACT.md section 3)."""
+"""POST /id-link (docs/api.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Who may call the API (CONTRACT.md section 3; the header rules in docs/tokens.md)."""
+"""Who may call the API (docs/api.md; the header rules in docs/tokens.md)."""
 
 from __future__ import annotations
 

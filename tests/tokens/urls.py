@@ -1,6 +1,6 @@
 """Test-only routes: the service's own, plus an admin-only endpoint to show 403 on.
 
-The contract has no admin-only endpoint yet (/api/schema and /api/docs are public),
+The API has no admin-only endpoint yet (/api/schema and /api/docs are public),
 so the role check is exercised on this view, which takes the default permission.
 """
 
