@@ -103,3 +103,32 @@ def wait_until(predicate, *, timeout: float, interval: float = 0.1):
         if time.monotonic() > deadline:
             raise TimeoutError("condition not met in time")
         time.sleep(interval)
+
+
+def demo_env(database: Path, port: int) -> dict[str, str]:
+    """The environment of scripts/run-demo on a SQLite file of its own (never the checkout's var/db.sqlite3),
+    serving on `port`."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("DATABASE_", "GUNICORN_"))}
+    return {**env, "DATABASE_URL": f"sqlite:///{database}", "GUNICORN_BIND": f"127.0.0.1:{port}"}
+
+
+@contextlib.contextmanager
+def demo_server(database: Path) -> Iterator[tuple[str, str, list[str]]]:
+    """scripts/run-demo serving on a free port: (address, the token of its `export TOKEN=` line, the lines it
+    printed before serving)."""
+    port = free_port()
+    process = subprocess.Popen(
+        ["scripts/run-demo"], cwd=PROJECT_DIR, env=demo_env(database, port), stdout=subprocess.PIPE, text=True
+    )
+    try:
+        lines: list[str] = []
+        while not any(line.startswith("API description:") for line in lines):
+            line = process.stdout.readline()
+            assert line, "run-demo ended before serving:\n" + "\n".join(lines)
+            lines.append(line.strip())
+        exports = [line.removeprefix("export TOKEN=") for line in lines if line.startswith("export TOKEN=")]
+        assert len(exports) == 1, lines
+        wait_for_port(port)
+        yield f"127.0.0.1:{port}", exports[0], lines
+    finally:
+        process_stop(process)

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from tests.server import PROJECT_DIR, free_port, process_stop, wait_for_port
+from tests.server import PROJECT_DIR, demo_server
 
 pytestmark = [pytest.mark.e2e]
 
@@ -54,23 +54,9 @@ def documented_outputs(script: str) -> list:
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
-    """scripts/run-demo serving on a free port, on a SQLite file of its own; (address, token)."""
-    port = free_port()
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("DATABASE_", "GUNICORN_"))}
-    database = tmp_path_factory.mktemp("demo") / "demo.sqlite3"
-    env.update(DATABASE_URL=f"sqlite:///{database}", GUNICORN_BIND=f"127.0.0.1:{port}")
-    process = subprocess.Popen(["scripts/run-demo"], cwd=PROJECT_DIR, env=env, stdout=subprocess.PIPE, text=True)
-    try:
-        token = None
-        while token is None:
-            line = process.stdout.readline()
-            assert line, "run-demo ended before printing its token"
-            if line.strip().startswith("export TOKEN="):
-                token = line.strip().removeprefix("export TOKEN=")
-        wait_for_port(port)
-        yield f"127.0.0.1:{port}", token
-    finally:
-        process_stop(process)
+    """scripts/run-demo serving on a SQLite file of its own: (address, token)."""
+    with demo_server(tmp_path_factory.mktemp("demo") / "demo.sqlite3") as (address, token, _):
+        yield address, token
 
 
 def test_doc_examples__found__the_readme_and_the_api_reference_among_them():
