@@ -1,4 +1,4 @@
-"""A request costs a fixed number of SQL statements whatever its batch size (STYLE.md habit 5)."""
+"""A request costs a fixed number of SQL statements whatever its batch size."""
 
 from __future__ import annotations
 
