@@ -184,7 +184,7 @@ class ExperimentCatalogCache:
     """Per-process ExperimentCatalog, checked like ExperimentStateCache's entries.
 
     The hot path reads experiment_catalog_version in a statement it runs anyway and
-    reloads the whole catalog (three queries) when it moved, so an experiment created or
+    reloads the whole catalog (two queries) when it moved, so an experiment created or
     changed by any process is seen by the next request. Experiments are a few hundred
     rows, and they change a few times a day.
     """
@@ -195,11 +195,12 @@ class ExperimentCatalogCache:
     def get(self, *, bypass_cache: bool = False) -> ExperimentCatalog:
         catalog = self._catalog
         if catalog is None or bypass_cache:
-            # The version first: a change committed while the rows are read makes it stale, never newer.
-            version = experiment_catalog_version()
             ordered = sorted(experiment_states_load(Experiment.objects.all()), key=lambda state: state.key.lower())
+            # experiment_catalog_version of the rows just read, in the statement that read them.
             catalog = ExperimentCatalog(
-                version=version, by_key={state.key.lower(): state for state in ordered}, ordered=tuple(ordered)
+                version=sum(state.version for state in ordered),
+                by_key={state.key.lower(): state for state in ordered},
+                ordered=tuple(ordered),
             )
             self._catalog = catalog
         return catalog
