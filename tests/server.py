@@ -29,6 +29,15 @@ def wait_for_port(port: int, *, timeout: float = 20.0) -> None:
     raise TimeoutError(f"nothing listens on port {port} after {timeout}s")
 
 
+@contextlib.contextmanager
+def silent_server() -> Iterator[int]:
+    """A TCP port that accepts connections (in the kernel's backlog) and never answers."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        yield listener.getsockname()[1]
+
+
 def process_stop(process: subprocess.Popen, *, timeout: float = 10.0) -> None:
     """SIGTERM, then SIGKILL if the process has not ended within timeout seconds."""
     process.terminate()

@@ -1,136 +1,25 @@
 """A database outage seen from outside: real gunicorn, its own PostgreSQL cluster stopped and started.
 
-The cluster is private to this module (initdb into a temporary directory, a
-free port), so stopping it disturbs nobody else's tests. PostgreSQL refuses to
-run as root; when the tests run as root, the cluster runs as `nobody`.
+The cluster is private to this module (tests/cluster.py, the fixtures in tests/e2e/conftest.py), so
+stopping it disturbs nobody else's tests.
 """
 
 from __future__ import annotations
 
-import contextlib
-import glob
-import os
-import shutil
-import socket
-import subprocess
-import sys
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
-import psycopg
 import pytest
 
 from config.healthz import PROBE_REUSE_SECONDS
-from tests.conftest import DEMO_YAML
-from tests.server import PROJECT_DIR, free_port, gunicorn, wait_until
+from tests.server import PROJECT_DIR, gunicorn, silent_server, wait_until
 from tokens.crypto import token_generate
 
 pytestmark = [pytest.mark.postgres, pytest.mark.e2e]
 
 SECRET_KEY = "e2e-database-outage-not-secret"
 PROBLEM_CONTENT_TYPE = "application/problem+json"
-
-
-def postgres_bin_dir() -> Path | None:
-    candidates = [Path(shutil.which("pg_ctl")).parent] if shutil.which("pg_ctl") else []
-    candidates += [Path(path) for path in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)]
-    return next((path for path in candidates if (path / "initdb").exists() and (path / "pg_ctl").exists()), None)
-
-
-class Cluster:
-    """A throwaway PostgreSQL cluster, trust auth for `root`, on 127.0.0.1:<port>."""
-
-    def __init__(self, bin_dir: Path, base: Path) -> None:
-        self.bin_dir = bin_dir
-        self.base = base
-        self.data = base / "data"
-        self.port = free_port()
-        self.url = f"postgres://root@127.0.0.1:{self.port}/service"
-        self.as_user: list[str] = []
-        if os.geteuid() == 0:
-            if not shutil.which("runuser"):
-                pytest.skip("running as root without runuser: cannot start PostgreSQL as another user")
-            shutil.chown(base, user="nobody")
-            self.as_user = ["runuser", "-u", "nobody", "--"]
-
-    def run(self, *args: str) -> None:
-        subprocess.run([*self.as_user, *args], check=True, capture_output=True, timeout=60)
-
-    def init(self) -> None:
-        self.run(
-            str(self.bin_dir / "initdb"), "-D", str(self.data), "-U", "root", "--auth=trust", "-E", "UTF8", "--no-sync"
-        )
-
-    def start(self) -> None:
-        options = f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.base} -c fsync=off"
-        self.run(
-            str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-l", str(self.base / "log"), "-o", options, "-w",
-            "start",
-        )  # fmt: skip
-
-    def stop(self) -> None:
-        self.run(str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
-
-    def is_running(self) -> bool:
-        return (self.data / "postmaster.pid").exists()
-
-
-def manage(*args: str, env: dict[str, str]) -> str:
-    result = subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=PROJECT_DIR,
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stdout
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    bin_dir = postgres_bin_dir()
-    if bin_dir is None:
-        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not found")
-    base = Path(tempfile.mkdtemp(prefix="e2e-outage-"))
-    cluster = Cluster(bin_dir, base)
-    try:
-        cluster.init()
-        cluster.start()
-        with psycopg.connect(f"postgres://root@127.0.0.1:{cluster.port}/postgres", autocommit=True) as conn:
-            conn.execute("CREATE DATABASE service")
-        yield cluster
-    finally:
-        if cluster.is_running():
-            cluster.stop()
-        shutil.rmtree(base, ignore_errors=True)
-
-
-@pytest.fixture(scope="module")
-def service_env(cluster, tmp_path_factory) -> dict[str, str]:
-    """The environment of a migrated, configured service on the cluster."""
-    env = {"DATABASE_URL": cluster.url, "SECRET_KEY": SECRET_KEY}
-    manage("migrate", "--no-input", env=env)
-    config = tmp_path_factory.mktemp("config") / "config.yaml"
-    config.write_text(DEMO_YAML)
-    manage("apply_resources", str(config), env=env)
-    return env
-
-
-@pytest.fixture(scope="module")
-def proxy_token(service_env) -> str:
-    output = manage(
-        "shell",
-        "-c",
-        "from tokens.services import api_token_create; print(api_token_create(name='e2e-outage', role='proxy')[1])",
-        env=service_env,
-    )
-    return output.strip().splitlines()[-1]
 
 
 def timed(call):
@@ -201,15 +90,6 @@ def test_database_outage__cluster_stopped_then_started__503_then_recovers_withou
             assert response.json() == before.json()
         assert http.post("/id-link", json=link_body, headers=auth).json() == {"success": True}
         assert server.poll() is None
-
-
-@contextlib.contextmanager
-def silent_server() -> Iterator[int]:
-    """A TCP port that accepts connections (in the kernel's backlog) and never answers."""
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(64)
-        yield listener.getsockname()[1]
 
 
 def test_database_outage__database_accepts_but_never_answers__503_within_3_seconds():

@@ -1,0 +1,58 @@
+"""The service on a private PostgreSQL cluster (tests/cluster.py), for the end-to-end tests that stop its
+database: migrated, configured with the demo configuration, and a proxy token to call it with."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from tests.cluster import Cluster, private_cluster
+from tests.conftest import DEMO_YAML
+from tests.server import PROJECT_DIR
+
+SECRET_KEY = "e2e-private-cluster-not-secret"
+
+
+def manage(*args: str, env: dict[str, str]) -> str:
+    result = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=PROJECT_DIR,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    with private_cluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def service_env(cluster, tmp_path_factory) -> dict[str, str]:
+    """The environment of a migrated, configured service on the cluster."""
+    env = {"DATABASE_URL": cluster.url, "SECRET_KEY": SECRET_KEY}
+    manage("migrate", "--no-input", env=env)
+    config = tmp_path_factory.mktemp("config") / "config.yaml"
+    config.write_text(DEMO_YAML)
+    manage("apply_resources", str(config), env=env)
+    return env
+
+
+@pytest.fixture(scope="module")
+def proxy_token(service_env) -> str:
+    output = manage(
+        "shell",
+        "-c",
+        "from tokens.services import api_token_create; print(api_token_create(name='e2e-outage', role='proxy')[1])",
+        env=service_env,
+    )
+    return output.strip().splitlines()[-1]
