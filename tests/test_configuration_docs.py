@@ -1,6 +1,7 @@
 """docs/configuration.md lists every environment variable the code reads, and only those: a variable read by the
 service, its gunicorn settings, its proxy's render script or scripts/run-demo without a row there fails, and so
-does a row that nothing reads any more. Where the Python code says a default or bounds, the row must say the same.
+does a row that nothing reads any more. Where the Python code states a default, bounds or choices, the row must
+say the same.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class Read:
     default: object = None
     minimum: object = None
     maximum: object = None
+    choices: object = None
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,13 @@ def constant(node: ast.expr | None) -> object:
     return node.value if isinstance(node, ast.Constant) else None
 
 
+def literal(node: ast.expr | None) -> object:
+    try:
+        return ast.literal_eval(node) if node is not None else None
+    except (ValueError, TypeError):  # an expression, not a literal
+        return None
+
+
 def python_reads(path: Path) -> list[Read]:
     reads = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -70,10 +79,12 @@ def python_reads(path: Path) -> list[Read]:
         else:
             continue
         if isinstance(name, str):
-            keywords = {keyword.arg: constant(keyword.value) for keyword in getattr(node, "keywords", [])}
+            keywords = {keyword.arg: keyword.value for keyword in getattr(node, "keywords", [])}
             where = f"{path.relative_to(PROJECT_DIR)}:{node.lineno}"
             default = constant(arguments[0]) if arguments else None
-            reads.append(Read(name, where, reader, default, keywords.get("minimum"), keywords.get("maximum")))
+            choices = literal(arguments[1] if len(arguments) > 1 else keywords.get("choices"))
+            minimum, maximum = constant(keywords.get("minimum")), constant(keywords.get("maximum"))
+            reads.append(Read(name, where, reader, default, minimum, maximum, choices))
     return reads
 
 
@@ -102,6 +113,9 @@ def accepted(read: Read) -> str | None:
         return "boolean"
     if read.reader == "env_list":
         return "list"
+    if read.reader == "env_choice" and isinstance(read.choices, tuple):
+        *first, last = [f"`{choice}`" for choice in read.choices]
+        return f"{', '.join(first)} or {last}" if first else last
     if read.reader == "env_int" and read.minimum is not None:
         return f"integer, {read.minimum} to {read.maximum}" if read.maximum is not None else f"integer ≥ {read.minimum}"
     return None
