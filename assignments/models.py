@@ -208,7 +208,9 @@ class AssignmentCount(models.Model):
     however many millions it has assigned. On PostgreSQL each backend adds its own
     `shard` row (its process ID modulo COUNT_SHARDS): concurrent requests then
     update different rows instead of queueing on one row's lock until commit.
-    A delete adds negative counts, so readers always sum over shards.
+    A delete adds negative counts, so readers always sum over shards. On Citus
+    each shard of the assignments keeps its counts in the co-located shard of
+    this table, `shard` naming the writer there too (docs/scaling.md).
     """
 
     COUNT_SHARDS = 32
@@ -218,7 +220,7 @@ class AssignmentCount(models.Model):
     variant = models.ForeignKey(Variant, on_delete=models.CASCADE, related_name="+", db_index=False)
     source = models.CharField(max_length=10, choices=Assignment.Source.choices)
     day = models.DateField()
-    shard = models.PositiveSmallIntegerField()
+    shard = models.CharField(max_length=40)
     assignments = models.BigIntegerField()
 
     class Meta:

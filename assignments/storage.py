@@ -13,6 +13,7 @@ table's statistics are stale. One JSON string rather than arrays: converting a
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -20,7 +21,8 @@ import orjson
 from django.db import connection
 from django.utils.dateparse import parse_datetime
 
-from assignments.linking import Asked, LinkGraph, link_graph, walk_params
+from assignments.distribution import assignments_distributed
+from assignments.linking import FANOUT, MAX_DEPTH, Asked, LinkGraph, Node, link_graph, walk_params
 from config.database import statement_cursor
 
 TABLE = "assignments_assignment"
@@ -89,9 +91,23 @@ ON CONFLICT (experiment_id, subject_id) DO NOTHING
 RETURNING experiment_id, subject_id, variant_id
 """
 
+# On Citus the lateral lookup is refused (a lateral subquery over a table function with
+# OFFSET). Filters on both columns let it route one subject's lookup to its one shard,
+# head row included (experiments are a reference table, on every node), and send a
+# batch's to every shard holding one of its subjects at once, each probing the unique
+# index. The filters select the cross product of the experiments and subject IDs:
+# the caller keeps the pairs it asked for.
+CITUS_FETCH = """
+UNION ALL
+SELECT experiment_id, subject_id, variant_id, NULL FROM assignments_assignment
+WHERE experiment_id = ANY(%s) AND subject_id = ANY(%s)
+"""
+
 FETCH = {
     ("postgresql", True): POSTGRES_HEAD_EXPERIMENT + POSTGRES_FETCH,
     ("postgresql", False): POSTGRES_HEAD_CATALOG + POSTGRES_FETCH,
+    ("citus", True): POSTGRES_HEAD_EXPERIMENT + CITUS_FETCH,
+    ("citus", False): POSTGRES_HEAD_CATALOG + CITUS_FETCH,
     ("sqlite", True): SQLITE_HEAD_EXPERIMENT + SQLITE_FETCH,
     ("sqlite", False): SQLITE_HEAD_CATALOG + SQLITE_FETCH,
 }
@@ -105,7 +121,9 @@ def _json(value) -> str:
 
 
 def _vendor() -> str:
-    return "postgresql" if connection.vendor == "postgresql" else "sqlite"
+    if connection.vendor != "postgresql":
+        return "sqlite"
+    return "citus" if assignments_distributed() else "postgresql"
 
 
 def assignments_fetch(
@@ -114,18 +132,25 @@ def assignments_fetch(
     """The stored variant primary keys of those (experiment pk, subject ID) pairs that have one,
     and a version to check the caller's cached state with: `experiment_pk`'s resource_version
     (None if it is gone) or, without it, experiment_catalog_version."""
-    sql = FETCH[(_vendor(), experiment_pk is not None)]
+    vendor = _vendor()
+    sql = FETCH[(vendor, experiment_pk is not None)]
     head = [] if experiment_pk is None else [experiment_pk]
+    if vendor == "citus":
+        params = [*head, list(subjects), sorted({sid for ids in subjects.values() for sid in ids})]
+    else:
+        params = [*head, _json({str(pk): ids for pk, ids in subjects.items()})]
     with statement_cursor(table=TABLE) as cursor:
-        cursor.execute(sql, [*head, _json({str(pk): ids for pk, ids in subjects.items()})])
-        version = None
-        stored = {}
-        for pk, subject_id, variant_pk, resource_version in cursor.fetchall():
-            if pk is None:
-                version = resource_version
-            else:
-                stored[(pk, subject_id)] = variant_pk
-        return version, stored
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    version = None
+    stored = {}
+    asked = {pk: set(ids) for pk, ids in subjects.items()} if vendor == "citus" else None
+    for pk, subject_id, variant_pk, resource_version in rows:
+        if pk is None:
+            version = resource_version
+        elif asked is None or subject_id in asked[pk]:
+            stored[(pk, subject_id)] = variant_pk
+    return version, stored
 
 
 def assignments_insert(*, rows: Sequence[tuple[int, str, int, int, str]], created_at: datetime) -> Stored:
@@ -210,10 +235,56 @@ JOIN assignments_assignment a ON a.experiment_id = f.experiment_id AND a.subject
 """
 
 
+# Citus refuses a recursive CTE over a distributed table: there the walk reads one level
+# per statement, each sent to every shard at once (links are found by either side, and
+# only side a is the distribution column), and stops at the first level that adds nothing.
+# Most new subjects have no links: one statement, then one for the assignments.
+CITUS_LINKS = """
+SELECT subject_type_a_id, subject_id_a, subject_type_b_id, subject_id_b FROM idlinks_identifierlink
+WHERE subject_id_a = ANY(%(ids)s) OR subject_id_b = ANY(%(ids)s)
+"""
+
+CITUS_LINKED_ASSIGNMENTS = """
+SELECT experiment_id, subject_id, variant_id, created_at FROM assignments_assignment
+WHERE experiment_id = ANY(%s) AND subject_id = ANY(%s)
+"""
+
+
+def _citus_link_graph(cursor, asked: Sequence[Asked]) -> LinkGraph:
+    """What POSTGRES_LINK_GRAPH reads, level by level: the same links out of every identifier
+    nearer than MAX_DEPTH, up to FANOUT a side, and the same assignments."""
+    frontier = {(type_pk, subject_id) for _, type_pk, subject_id in asked}
+    reached = set(frontier)
+    rows: list[tuple] = []
+    for _ in range(MAX_DEPTH):
+        cursor.execute(CITUS_LINKS, {"ids": sorted({subject_id for _, subject_id in frontier})})
+        taken: Counter[tuple[Node, str]] = Counter()
+        found: set[Node] = set()
+        for type_a, id_a, type_b, id_b in cursor.fetchall():
+            for node, other, side in (((type_a, id_a), (type_b, id_b), "a"), ((type_b, id_b), (type_a, id_a), "b")):
+                if node in frontier and taken[(node, side)] < FANOUT:
+                    taken[(node, side)] += 1
+                    rows.append((*node, *other, None, None, None))
+                    found.add(other)
+        frontier = found - reached
+        reached |= frontier
+        if not frontier:
+            break
+    types = {experiment_pk: type_pk for experiment_pk, type_pk, _ in asked}
+    cursor.execute(CITUS_LINKED_ASSIGNMENTS, [sorted(types), sorted({subject_id for _, subject_id in reached})])
+    for experiment_pk, subject_id, variant_pk, created_at in cursor.fetchall():
+        if (types[experiment_pk], subject_id) in reached:
+            rows.append((types[experiment_pk], subject_id, None, None, experiment_pk, variant_pk, created_at))
+    return link_graph(rows)
+
+
 def assignments_link_graph(*, asked: Sequence[Asked]) -> LinkGraph:
     """The links around these new subjects of experiments that follow links, and the assignments
-    the identifiers there have in those experiments (assignments/linking.py); one statement for all."""
+    the identifiers there have in those experiments (assignments/linking.py); one statement for
+    all, or on Citus one per level of links."""
     with connection.cursor() as cursor:
+        if _vendor() == "citus":
+            return _citus_link_graph(cursor, asked)
         if connection.vendor == "postgresql":
             cursor.execute(POSTGRES_LINK_GRAPH, walk_params(asked))
             return link_graph(cursor.fetchall())

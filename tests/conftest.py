@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import tempfile
@@ -9,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 from django.db import connection
 from django.test import Client
 from hypothesis import settings as hypothesis_settings
 
 from assignments.configuring import Actor, resources_apply
+from assignments.distribution import citus_version
 from assignments.resources import resources_parse
 from assignments.selectors import experiment_catalog, experiment_states, subject_types
 from config.healthz import database_probe, probe_connection
@@ -47,9 +50,15 @@ spec:
 
 
 def pytest_collection_modifyitems(config, items):
-    """`@pytest.mark.postgres` tests need PostgreSQL; on SQLite they are skipped."""
+    """`@pytest.mark.postgres` tests need PostgreSQL; on SQLite they are skipped.
+    `@pytest.mark.single_node` tests are skipped on Citus (scripts/test-citus sets TEST_CITUS)."""
     from django.conf import settings
 
+    if os.environ.get("TEST_CITUS") == "1":
+        for item in items:
+            marker = item.get_closest_marker("single_node")
+            if marker is not None:
+                item.add_marker(pytest.mark.skip(reason=f"single-node PostgreSQL only: {marker.args[0]}"))
     if settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         return
     skip = pytest.mark.skip(reason="needs PostgreSQL (DATABASE_URL=postgres://...)")
@@ -61,6 +70,15 @@ def pytest_collection_modifyitems(config, items):
 def pytest_configure(config):
     config.addinivalue_line("markers", "postgres: needs PostgreSQL; skipped on SQLite")
     config.addinivalue_line("markers", "e2e: starts real server processes")
+    config.addinivalue_line("markers", "single_node(reason): by nature about one PostgreSQL server; skipped on Citus")
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """The test database, migrated; on a Citus coordinator also distributed, as an operator would."""
+    with django_db_blocker.unblock():
+        if citus_version() is not None:
+            call_command("distribute_tables", stdout=io.StringIO())
 
 
 @pytest.fixture(autouse=True)

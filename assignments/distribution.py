@@ -1,0 +1,217 @@
+"""The layout of the service's tables on a Citus cluster, and turning a migrated database into it (docs/scaling.md).
+
+Assignments and identifier links grow with every subject: they are distributed
+by the subject ID, and co-located, so one subject's rows of every experiment,
+and the links it is side a of, live on one shard. The counts the triggers keep
+are co-located with the assignments, so each shard's trigger writes its counts
+on its own node, in its own transaction. Everything else is small and read by
+every request or page: reference tables, copied to every node, so that any
+shard can join them locally. Django's own tables (users, sessions, the admin's
+log) stay on the coordinator, read only by staff pages.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection, transaction
+from psycopg import sql
+
+
+class NotCitus(Exception):
+    """The database is not a Citus coordinator: nothing was changed."""
+
+
+# In foreign-key order: a reference table's targets are reference tables first.
+REFERENCE_TABLES = (
+    "assignments_subjecttype",
+    "assignments_lab",
+    "assignments_experiment",
+    "assignments_variant",
+    "assignments_cohort",
+    "assignments_resourcechange",
+    "tokens_apitoken",
+)
+
+
+@dataclass(frozen=True)
+class Distributed:
+    table: str
+    column: str
+    colocate_with: str
+
+
+DISTRIBUTED_TABLES = (
+    Distributed("assignments_assignment", "subject_id", "default"),
+    Distributed("assignments_assignmentcount", "shard", "assignments_assignment"),
+    Distributed("idlinks_identifierlink", "subject_id_a", "assignments_assignment"),
+)
+
+# On a shard of assignments_assignment, the trigger functions of migration 0006 would
+# write to the distributed counts table, which Citus refuses from a shard. These write
+# to the co-located shard of the counts instead: the same node and transaction, so a
+# rolled back insert rolls back its counts. The shard column names the writer. A shard
+# has no identity of its own: IDs come from the node's range of the table's sequence.
+CITUS_COUNT_SHARD_FUNCTION = """
+CREATE OR REPLACE FUNCTION assignments_count_shard(assignment_shard text) RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT shard_name('assignments_assignmentcount'::regclass, counts.shardid)
+    FROM pg_dist_shard own
+    JOIN pg_dist_shard counts ON counts.shardminvalue = own.shardminvalue
+    WHERE own.shardid = substring(assignment_shard FROM '_([0-9]+)$')::bigint
+      AND counts.logicalrelid = 'assignments_assignmentcount'::regclass
+$$
+"""
+
+CITUS_UPSERT = """
+EXECUTE format($sql$
+INSERT INTO %I AS c (id, experiment_id, cohort, variant_id, source, day, shard, assignments)
+SELECT nextval('assignments_assignmentcount_id_seq'), *
+FROM (SELECT experiment_id, cohort, variant_id, source, (created_at AT TIME ZONE 'UTC')::date, %L, {sign} count(*)
+FROM {rows}
+GROUP BY 1, 2, 3, 4, 5, 6
+ORDER BY 1, 2, 3, 4, 5, 6) counts
+ON CONFLICT (experiment_id, cohort, variant_id, source, day, shard)
+DO UPDATE SET assignments = c.assignments + EXCLUDED.assignments
+$sql$, assignments_count_shard(TG_TABLE_NAME), TG_TABLE_NAME || '-' || pg_backend_pid() % 32)
+"""
+
+
+def _citus_count_function(name: str, *steps: tuple[str, str]) -> str:
+    body = ";\n".join(CITUS_UPSERT.format(sign=sign, rows=rows) for rows, sign in steps)
+    return (
+        f"CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$\n"
+        f"BEGIN\n{body};\nRETURN NULL;\nEND\n$$"
+    )
+
+
+CITUS_COUNT_FUNCTIONS = (
+    CITUS_COUNT_SHARD_FUNCTION,
+    _citus_count_function("assignments_count_insert", ("new_rows", "")),
+    _citus_count_function("assignments_count_delete", ("old_rows", "-")),
+    _citus_count_function("assignments_count_update", ("old_rows", "-"), ("new_rows", "")),
+)
+
+
+def citus_version() -> str | None:
+    """The Citus version installed in the database, or None (also on SQLite)."""
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT extversion FROM pg_extension WHERE extname = 'citus'")
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+_distributed: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+
+
+def assignments_distributed() -> bool:
+    """Whether assignments_assignment is a distributed Citus table, asked once per database connection.
+
+    The hot path's statements take another form there (assignments/storage.py). A
+    process that was running when distribute_tables ran keeps its connections'
+    answer until they are renewed (DATABASE_CONN_MAX_AGE): restart it.
+    """
+    if connection.vendor != "postgresql":
+        return False
+    connection.ensure_connection()
+    raw = connection.connection
+    known = _distributed.get(raw)
+    if known is None:
+        with connection.wrap_database_errors, raw.cursor() as cursor:
+            cursor.execute("SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')")
+            known = cursor.fetchone()[0]
+            if known:
+                cursor.execute(
+                    "SELECT EXISTS (SELECT FROM pg_dist_partition WHERE partmethod = 'h' "
+                    "AND logicalrelid = 'assignments_assignment'::regclass)"
+                )
+                known = cursor.fetchone()[0]
+        _distributed[raw] = known
+    return known
+
+
+def _citus_tables() -> dict[str, str]:
+    """Each table Citus knows, by name: 'reference', 'distributed' or 'local'."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT logicalrelid::regclass::text, CASE WHEN partmethod = 'h' THEN 'distributed' "
+            "WHEN repmodel = 't' THEN 'reference' ELSE 'local' END FROM pg_dist_partition"
+        )
+        return dict(cursor.fetchall())
+
+
+def _foreign_keys(tables: list[str]) -> list[tuple[str, str, str]]:
+    """(table, constraint, definition) of the foreign keys of `tables`."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid) FROM pg_constraint "
+            "WHERE contype = 'f' AND conrelid::regclass::text = ANY(%s) ORDER BY 1, 2",
+            [tables],
+        )
+        return cursor.fetchall()
+
+
+def tables_distribute() -> list[str]:
+    """Turn the migrated database into the distributed layout; what was done, one line each (none if nothing).
+
+    Idempotent: tables already in the layout are left as they are. Raises
+    NotCitus, having changed nothing, on a database without Citus or on a
+    Citus worker.
+    """
+    version = citus_version()
+    if version is None:
+        raise NotCitus(
+            f"the database {connection.settings_dict['NAME']!r} has no citus extension: distribute_tables runs "
+            "on a Citus coordinator (docs/scaling.md)"
+        )
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT citus_is_coordinator()")
+        if not cursor.fetchone()[0]:
+            raise NotCitus("this database is a Citus worker: run distribute_tables on the coordinator")
+    done: list[str] = []
+    with transaction.atomic(), connection.cursor() as cursor:
+        known = _citus_tables()
+        to_distribute = [d for d in DISTRIBUTED_TABLES if known.get(d.table) != "distributed"]
+        # Citus turns the targets of a new reference table's foreign keys into local Citus
+        # tables, which can no longer be distributed: the big tables' foreign keys are
+        # dropped first and added again once both sides are in place.
+        foreign_keys = _foreign_keys([d.table for d in to_distribute])
+        for table, name, _ in foreign_keys:
+            cursor.execute(f'ALTER TABLE {table} DROP CONSTRAINT "{name}"')
+        for table in REFERENCE_TABLES:
+            if known.get(table) != "reference":
+                cursor.execute("SELECT create_reference_table(%s)", [table])
+                done.append(f"reference table {table}")
+        # The count triggers go with assignments_assignment to every shard (migration 0004).
+        cursor.execute("SET LOCAL citus.enable_unsafe_triggers = on")
+        for item in to_distribute:
+            cursor.execute(
+                "SELECT create_distributed_table(%s, %s, colocate_with => %s)",
+                [item.table, item.column, item.colocate_with],
+            )
+            done.append(f"distributed table {item.table} by {item.column}")
+        if to_distribute:
+            for statement in CITUS_COUNT_FUNCTIONS:
+                cursor.execute(statement)
+        # Citus starts a table's identity afresh when it distributes it: the coordinator's next
+        # ID would be 1 again, and collide with the rows that were there before.
+        for table in [*REFERENCE_TABLES, *(d.table for d in DISTRIBUTED_TABLES)]:
+            query = sql.SQL("SELECT setval(pg_get_serial_sequence(%s, 'id'), max(id)) FROM {} HAVING count(*) > 0")
+            cursor.execute(query.format(sql.Identifier(table)).as_string(connection.connection), [table])
+        for table, name, definition in foreign_keys:
+            cursor.execute(f'ALTER TABLE {table} ADD CONSTRAINT "{name}" {definition}')
+        # A multi-shard INSERT runs its shards one after another, in shard order, so that two
+        # batches sharing new subjects on several shards take their locks in one order instead
+        # of deadlocking across nodes (docs/scaling.md). Set for the database: every connection.
+        cursor.execute(
+            sql.SQL("ALTER DATABASE {} SET citus.multi_shard_modify_mode TO 'sequential'")
+            .format(sql.Identifier(connection.settings_dict["NAME"]))
+            .as_string(connection.connection)
+        )
+        cursor.execute("SET citus.multi_shard_modify_mode TO 'sequential'")
+    _distributed.pop(connection.connection, None)
+    return done
