@@ -133,6 +133,7 @@ def unanalysed_assignments(transactional_db):
         cursor.execute("ALTER TABLE assignments_assignment RESET (autovacuum_enabled)")
 
 
+@pytest.mark.single_node("prepared plans on one server; Citus plans distributed statements itself")
 def test_statements__table_grows_from_empty__never_prepared_on_that_connection(unanalysed_assignments, demo_config):
     # Given: a connection that first ran the hot path while the table was empty
     experiment = Experiment.objects.get(key="checkout-button")
@@ -148,6 +149,7 @@ def test_statements__table_grows_from_empty__never_prepared_on_that_connection(u
     assert prepared_statements() == []
 
 
+@pytest.mark.single_node("prepared plans on one server; Citus plans distributed statements itself")
 def test_statements__table_large_when_connection_first_ran_them__prepared_with_an_index_plan(
     unanalysed_assignments, demo_config
 ):
@@ -171,6 +173,7 @@ def test_statements__table_large_when_connection_first_ran_them__prepared_with_a
     assert "Seq Scan on assignments_assignment" not in plan
 
 
+@pytest.mark.single_node("prepared plans on one server; Citus plans distributed statements itself")
 def test_statements__subject_assignments_on_a_large_table__prepared_fetch_probes_the_index(
     unanalysed_assignments, demo_config
 ):
@@ -195,6 +198,7 @@ def test_statements__subject_assignments_on_a_large_table__prepared_fetch_probes
     assert "Seq Scan on assignments_assignment" not in plan
 
 
+@pytest.mark.single_node("prepared plans on one server; Citus plans distributed statements itself")
 def test_statements__prepared_statements_off__never_prepared(unanalysed_assignments, demo_config, settings):
     # Given: DATABASE_PREPARED_STATEMENTS=false (a pooler that cannot keep them), and a large table
     settings.DATABASE_PREPARED_STATEMENTS = False

@@ -426,6 +426,7 @@ def test_import__created_at_outside_the_datetime_range_in_utc__rejected_by_the_v
 
 
 @pytest.mark.postgres
+@pytest.mark.single_node("watches the server for a lock wait, which on Citus happens on a worker")
 @pytest.mark.django_db(transaction=True)
 def test_import__concurrent_api_batch_over_the_same_subjects__no_deadlock(checkout, tmp_path):
     # Given a file listing "z" before "a", and a concurrent transaction that, like an API batch [a, z] (inserted

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
+from assignments.distribution import assignments_distributed
 from config.admin import ESTIMATE_ABOVE_ROWS, EstimatedCountPaginator
 from idlinks.models import IdentifierLink
 from tests.factories import IdentifierLinkFactory, SubjectTypeFactory
@@ -117,9 +118,11 @@ def test_estimated_count_paginator__big_list__planner_estimate_small_list_exact(
         ).count
 
         # Then: big lists, filtered or not, are sized by the statistics (which still count the
-        # deleted rows); a list the planner expects to be small is counted exactly
-        assert unfiltered == ESTIMATE_ABOVE_ROWS + 500
-        assert filtered_big == ESTIMATE_ABOVE_ROWS + 500
+        # deleted rows); a list the planner expects to be small is counted exactly. On Citus
+        # the estimate is one shard's times the number of shards: near, not equal.
+        analysed = pytest.approx(ESTIMATE_ABOVE_ROWS + 500, rel=0.15 if assignments_distributed() else 0)
+        assert unfiltered == analysed
+        assert filtered_big == analysed
         assert filtered_small == 1
     finally:
         # ANALYZE writes its statistics outside the test's transaction: leave them as they were.

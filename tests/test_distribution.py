@@ -1,0 +1,132 @@
+"""The distributed layout on Citus (docs/scaling.md): distribute_tables, the hot path's plans, a worker's outage.
+
+scripts/test-citus runs these on a coordinator with two workers, where the
+suite's own setup has run distribute_tables; on PostgreSQL and SQLite only the
+refusal runs.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection
+
+from assignments.distribution import DISTRIBUTED_TABLES, REFERENCE_TABLES, assignments_distributed
+from assignments.models import Assignment, AssignmentCount
+from assignments.storage import FETCH
+from tests.server import wait_until
+
+on_citus = os.environ.get("TEST_CITUS") == "1"
+citus = pytest.mark.skipif(not on_citus, reason="needs the tables distributed on Citus (scripts/test-citus)")
+
+
+@pytest.mark.skipif(on_citus, reason="this database is Citus")
+@pytest.mark.django_db
+def test_distribute_tables__not_citus__refuses_and_changes_nothing():
+    with pytest.raises(CommandError, match=r"nothing changed: .* has no citus extension"):
+        call_command("distribute_tables")
+
+
+@citus
+@pytest.mark.django_db
+def test_distribute_tables__run_again__layout_in_place_nothing_to_do():
+    assert assignments_distributed()
+    out = io.StringIO()
+    call_command("distribute_tables", stdout=out)
+
+    assert out.getvalue() == "the layout was already distributed; nothing to do\n"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT logicalrelid::regclass::text, partmethod, colocationid, "
+            "column_to_column_name(logicalrelid, partkey) FROM pg_dist_partition"
+        )
+        layout = {table: (method, colocation, column) for table, method, colocation, column in cursor.fetchall()}
+    assert all(layout[table][0] == "n" for table in REFERENCE_TABLES)
+    assert {item.table: layout[item.table][2] for item in DISTRIBUTED_TABLES} == {
+        item.table: item.column for item in DISTRIBUTED_TABLES
+    }
+    assert len({layout[item.table][1] for item in DISTRIBUTED_TABLES}) == 1, "co-located"
+
+
+def _plan(sql: str, params: list) -> dict:
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
+        return cursor.fetchone()[0][0]["Plan"]
+
+
+def _nodes(plan: dict):
+    yield plan
+    for child in plan.get("Plans", ()):
+        yield from _nodes(child)
+    for task in plan.get("Distributed Query", {}).get("Job", {}).get("Tasks", ()):
+        for remote in task["Remote Plan"]:
+            yield from _nodes(remote[0]["Plan"])
+    for subplan in plan.get("Distributed Query", {}).get("Subplans", ()):
+        yield from _nodes(subplan["PlannedStmt"][0]["Plan"])
+
+
+@citus
+@pytest.mark.django_db
+def test_fetch__one_subject__routed_to_one_shard(demo_config):
+    plan = _plan(FETCH[("citus", True)], [1, [1], ["u-1"]])
+
+    jobs = [node["Distributed Query"]["Job"] for node in _nodes(plan) if "Distributed Query" in node]
+    assert [job["Task Count"] for job in jobs] == [1]
+
+
+@citus
+@pytest.mark.django_db
+def test_fetch__1000_subjects__one_task_per_shard_each_through_the_unique_index(demo_config):
+    subjects = [f"u-{n}" for n in range(1000)]
+
+    plan = _plan(FETCH[("citus", True)], [1, [1], subjects])
+
+    tasks = [node["Distributed Query"]["Job"]["Task Count"] for node in _nodes(plan) if "Distributed Query" in node]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'assignments_assignment'::regclass")
+        shards = cursor.fetchone()[0]
+    assert max(tasks) == shards
+    scans = [node for node in _nodes(plan) if "Relation Name" in node and "assignment_" in node["Relation Name"]]
+    assert scans, "a shard scan is shown"
+    assert all(node.get("Index Name", "").startswith("assignment_experiment_subject_unique") for node in scans), (
+        json.dumps(scans)[:500]
+    )
+
+
+def _worker_ctl(action: str) -> None:
+    """pg_ctl on the first worker of scripts/test-citus's cluster, as the user that owns it."""
+    node = Path(os.environ["CITUS_DIR"]) / "node1"
+    pg_ctl = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))[-1]
+    as_owner = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    subprocess.run([*as_owner, str(pg_ctl), "-D", str(node), "-l", str(node / "log"), "-w", "-m", "fast", action],
+                   check=True, capture_output=True, timeout=60)  # fmt: skip
+
+
+@citus
+@pytest.mark.skipif("CITUS_DIR" not in os.environ, reason="needs scripts/test-citus's cluster directory")
+@pytest.mark.django_db(transaction=True)
+def test_worker_outage__503_database_unavailable_then_recovers_by_itself(api, demo_config):
+    body = {"experiment_id": "checkout-button", "subject_ids": [f"w-{n}" for n in range(100)]}
+    _worker_ctl("stop")
+    try:
+        # When a worker holding some of the batch's shards is down
+        response = api.post("/experiment-assignments", body)
+
+        # Then the batch answers 503 and stores nothing
+        assert response.status_code == 503
+        assert response.json()["code"] == "database_unavailable"
+        assert response.headers["Retry-After"]
+    finally:
+        _worker_ctl("start")
+    assert not Assignment.objects.filter(subject_id__startswith="w-").exists()
+
+    # And once it is back, the same request succeeds, without a restart
+    wait_until(lambda: api.post("/experiment-assignments", body).status_code == 200, timeout=30)
+    assert Assignment.objects.filter(subject_id__startswith="w-").count() == 100
+    assert sum(AssignmentCount.objects.values_list("assignments", flat=True)) == Assignment.objects.count()
