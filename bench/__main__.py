@@ -1,6 +1,7 @@
 """bench/run: the service as deployed, beside a minimal WSGI app and raw SQL, in one invocation.
 
-Creates a fresh database (or reuses one, --reuse-database), migrates it, applies
+Creates a fresh database (or reuses one, --reuse-database), migrates it (on a
+Citus coordinator, --citus-workers, then distributes its tables), applies
 examples/demo.yaml and bench/hot_path_resources.yaml, creates a proxy token and
 stores --seeded assignments (and, for the followLinks scenarios, identifier
 links: bench/links.py); counts
@@ -25,6 +26,7 @@ from importlib.metadata import version
 
 import psycopg
 
+from bench.citus import CitusCluster
 from bench.client import PATHS
 from bench.connections import DEFAULT_MODES
 from bench.database import DatabaseServer
@@ -59,6 +61,9 @@ Both HTTP targets run `gunicorn -c deploy/gunicorn.conf.py` with its defaults ex
 and the results name what gunicorn resolved.
 Keep the seeded database for the next runs:
   bench/run --reuse-database ...   (creates it the first time, keeps it, seeds only what it lacks)
+On a local Citus cluster's coordinator (the followLinks scenarios' raw SQL does not run there):
+  bench/run --postgres-url postgres://root@127.0.0.1:5800/postgres --citus-workers 2 ...
+  bench/citus   (starts a cluster, runs bench/run on plain PostgreSQL and on Citus, compares them)
 """.format(
     scenarios="\n".join(
         f"  {scenario.key:<17} {'GET' if scenario.kind == HEALTHZ else 'POST'} {PATHS[scenario.kind]}: {scenario.title}"
@@ -89,6 +94,14 @@ def arguments(argv: list[str]) -> argparse.Namespace:
         "assigned in banner-copy and banner-copy-nolinks, for the *-links scenarios (bench/links.py)",
     )
     parser.add_argument(
+        "--citus-workers",
+        type=int,
+        default=0,
+        help="the server at --postgres-url is the coordinator of a local Citus cluster with this many workers on "
+        "the next ports (bench/citus starts one): the database is created on every node and distribute_tables "
+        "turns it into the distributed layout before seeding; 0: plain PostgreSQL",
+    )
+    parser.add_argument(
         "--reuse-database",
         action="store_true",
         help="use the database if it exists (seeding only the subjects it lacks) and keep it at the end",
@@ -109,6 +122,8 @@ def arguments(argv: list[str]) -> argparse.Namespace:
         parser.error("--seeded must be at least 1000: the 1000-existing scenario samples that many")
     if args.linked_users < 1:
         parser.error("--linked-users must be at least 1")
+    if args.citus_workers < 0:
+        parser.error("--citus-workers must be 0 or more")
     return args
 
 
@@ -120,8 +135,11 @@ def main(argv: list[str]) -> int:
     # Before Django imports the code measured: the checkout may move on while a long run goes.
     commit = git_commit()
     server = DatabaseServer(args.postgres_url)
+    citus = CitusCluster(server, args.citus_workers) if args.citus_workers else None
+    layout = citus.layout() if citus else "PostgreSQL, one server"
     reused = args.reuse_database and server.exists(args.database)
-    database_url = server.url(args.database) if reused else server.recreate(args.database)
+    recreate = citus.recreate if citus else server.recreate
+    database_url = server.url(args.database) if reused else recreate(args.database)
     os.environ.update(
         DATABASE_URL=database_url,
         DJANGO_SETTINGS_MODULE="config.settings",
@@ -130,8 +148,9 @@ def main(argv: list[str]) -> int:
     )
     try:
         what = "reusing" if reused else "created"
-        print(f"database {args.database} ({what}): migrating, applying {DEMO_CONFIG.name}, {BENCH_CONFIG.name}")
-        token = django_prepare(DEMO_CONFIG, BENCH_CONFIG)
+        configs = f"{DEMO_CONFIG.name}, {BENCH_CONFIG.name}"
+        print(f"database {args.database} ({what}), {layout}: migrating, applying {configs}", flush=True)
+        token = django_prepare(DEMO_CONFIG, BENCH_CONFIG, distribute=citus is not None)
         print(f"seeding up to {args.seeded:,} assigned subjects", flush=True)
         seed = assignments_seed(database_url=database_url, count=args.seeded)
         print(
@@ -139,7 +158,7 @@ def main(argv: list[str]) -> int:
             f"{seed['assignments']:,} assignments in the table",
             flush=True,
         )
-        bench = Bench(args, server, database_url, token)
+        bench = Bench(args, server, database_url, token, workers=citus.workers if citus else ())
         scenarios = [SCENARIOS[key] for key in args.scenarios]
         links = None
         if any(scenario.linked_every for scenario in scenarios):
@@ -166,6 +185,7 @@ def main(argv: list[str]) -> int:
                 "command": " ".join(["bench/run", *argv]),
                 "machine": machine(),
                 "postgresql": server.version(),
+                "layout": layout,
                 "python": platform.python_version(),
                 "django": django.get_version(),
                 "gunicorn_version": version("gunicorn"),
@@ -211,6 +231,8 @@ def main(argv: list[str]) -> int:
             # WITH (FORCE) also ends this process's own Django connection, if one is open.
             server.drop(args.database)
         server.close()
+        if citus:
+            citus.close()
 
 
 if __name__ == "__main__":

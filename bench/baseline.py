@@ -16,10 +16,17 @@ row, the link walk (POSTGRES_LINK_GRAPH, then assignments/linking.py's in-memory
 walk of each subject, as the service does) for experiments that follow links,
 then the insert. An identifier link is the service's one INSERT ... ON CONFLICT
 DO NOTHING, with the subject types read once.
+
+On a Citus coordinator (assignments distributed, bench/run --citus-workers) every
+assignment scenario sends storage.py's statements, with the fetch in its Citus
+form: Citus refuses the PostgreSQL fetch, and sends the array fetch to every
+shard, which would make a floor of more work than the service does there. The
+followLinks scenarios are not for a Citus run: Citus refuses POSTGRES_LINK_GRAPH.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -130,12 +137,40 @@ def _json(value) -> str:
     return orjson.dumps(value).decode()
 
 
+_distributed: weakref.WeakKeyDictionary[psycopg.Connection, bool] = weakref.WeakKeyDictionary()
+
+
+def assignments_distributed(connection: psycopg.Connection) -> bool:
+    """Whether assignments_assignment is a distributed Citus table, asked once per connection
+    (what assignments/distribution.py asks of Django's connection)."""
+    known = _distributed.get(connection)
+    if known is None:
+        (known,) = connection.execute("SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')").fetchone()
+        if known:
+            (known,) = connection.execute(
+                "SELECT EXISTS (SELECT FROM pg_dist_partition WHERE partmethod = 'h' "
+                "AND logicalrelid = 'assignments_assignment'::regclass)"
+            ).fetchone()
+        _distributed[connection] = known
+    return known
+
+
 def pairs_fetch(
     connection: psycopg.Connection, subjects: dict[int, list[str]], *, experiment_pk: int | None = None
 ) -> Stored:
     """assignments/storage.py's fetch: the head row (experiment_pk's resource_version, or the catalog's version
     without it), ignored here, then the stored variant of each (experiment pk, subject ID) pair that has one."""
     head = [] if experiment_pk is None else [experiment_pk]
+    if assignments_distributed(connection):
+        # Its filters select every experiment's row of every subject ID: only the pairs asked are kept.
+        subject_ids = sorted({subject_id for ids in subjects.values() for subject_id in ids})
+        rows = connection.execute(FETCH[("citus", experiment_pk is not None)], [*head, list(subjects), subject_ids])
+        asked = {pk: set(ids) for pk, ids in subjects.items()}
+        return {
+            (pk, subject_id): variant_pk
+            for pk, subject_id, variant_pk, _ in rows
+            if pk is not None and subject_id in asked[pk]
+        }
     rows = connection.execute(
         FETCH[("postgresql", experiment_pk is not None)],
         [*head, _json({str(pk): subject_ids for pk, subject_ids in subjects.items()})],
@@ -231,6 +266,7 @@ class BaselineWorker:
         if missing:
             raise LookupError(f"no experiment {', '.join(missing)}: was the bench configuration applied?")
         self.experiments = [catalog[key.lower()] for key in named]
+        self.array_statements = not scenario.service_sql and not assignments_distributed(self.connection)
 
     def prepare(self) -> list[str]:
         return self.subject_ids.next_batch()
@@ -245,7 +281,7 @@ class BaselineWorker:
             )
             return {e.key: e.variant_keys[stored[(e.pk, request[0])]] for e in self.experiments}
         (experiment,) = self.experiments
-        if not self.scenario.service_sql:
+        if self.array_statements:
             return assignments_store(self.connection, experiment, request)
         distinct = list(dict.fromkeys(request))
         stored, _ = pairs_store(self.connection, [experiment], {experiment.pk: distinct}, experiment_pk=experiment.pk)

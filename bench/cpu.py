@@ -121,3 +121,27 @@ class CpuWindow:
         elif self.start_reaped is not None and end_reaped is not None:
             before = sum(self.start_others[pid] for pid in others_ended)
             self.processes = live + end_reaped - self.start_reaped - before
+
+
+class CpuWindows:
+    """CpuWindows taken as one set: a database's backends on every node of a Citus cluster."""
+
+    def __init__(self, windows: list[CpuWindow]) -> None:
+        self.windows = windows
+
+    def start(self) -> None:
+        for window in self.windows:
+            window.start()
+
+    def end(self) -> None:
+        for window in self.windows:
+            window.end()
+
+    @property
+    def processes(self) -> float | None:
+        seconds = [window.processes for window in self.windows]
+        return None if None in seconds else sum(seconds)
+
+    @property
+    def machine_busy_cores(self) -> float | None:
+        return self.windows[0].machine_busy_cores

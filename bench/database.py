@@ -72,9 +72,22 @@ class DatabaseServer:
         ).fetchone()
         return int(row[0])
 
+    def client_pids(self, name: str) -> list[int]:
+        """The backends of client connections to database `name`.
+
+        On a Citus node a maintenance daemon and its internal connections stay
+        in every database with the extension: they are not clients, and never go.
+        """
+        rows = self.connection.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid() "
+            "AND backend_type = 'client backend' AND application_name NOT LIKE 'citus_internal%%'",
+            [name],
+        ).fetchall()
+        return [pid for (pid,) in rows]
+
     def wait_without_clients(self, name: str, *, timeout: float = 15.0) -> None:
         deadline = time.monotonic() + timeout
-        while self.backend_pids(name):
+        while self.client_pids(name):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"clients of database {name} still connected after {timeout}s")
             time.sleep(0.05)

@@ -14,7 +14,7 @@ import contextlib
 import io
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from bench.baseline import BaselineWorker
 from bench.client import HttpWorker
 from bench.connections import CONNECTION_MODES, DEPLOYMENT
 from bench.count_triggers import COUNT_TRIGGER_STATES, count_triggers_off
-from bench.cpu import CpuWindow
+from bench.cpu import CpuWindow, CpuWindows
 from bench.database import DatabaseServer
 from bench.links import LinkPool
 from bench.load import LoadResult, load_run
@@ -138,9 +138,9 @@ def shared_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def django_prepare(*configs: Path) -> str:
-    """Migrate, apply the configuration files and (re)create the proxy token `bench` in this process;
-    returns the token."""
+def django_prepare(*configs: Path, distribute: bool = False) -> str:
+    """Migrate, with `distribute` turn the tables into the Citus layout (distribute_tables), apply the
+    configuration files and (re)create the proxy token `bench` in this process; returns the token."""
     import django
     from django.core.management import call_command
 
@@ -148,6 +148,8 @@ def django_prepare(*configs: Path) -> str:
     from tokens.services import api_token_replace
 
     call_command("migrate", verbosity=0)
+    if distribute:
+        call_command("distribute_tables", stdout=io.StringIO())
     call_command("apply_resources", *map(str, configs), stdout=io.StringIO())
     return api_token_replace(name="bench", role="proxy")[1]
 
@@ -223,14 +225,24 @@ def _print_run(run: dict[str, Any]) -> None:
 
 
 class Bench:
-    def __init__(self, args: argparse.Namespace, server: DatabaseServer, database_url: str, token: str) -> None:
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        server: DatabaseServer,
+        database_url: str,
+        token: str,
+        *,
+        workers: Sequence[DatabaseServer] = (),
+    ) -> None:
+        """`workers`: a Citus cluster's worker nodes beside the coordinator `server`, whose backends do
+        the shards' work and count in the database's CPU."""
         self.args = args
         self.server = server
         self.database_url = database_url
         self.token = token
         # New subject IDs start with it: they are new even in a database an earlier run left behind.
         self.run_id = secrets.token_hex(4)
-        self.postmaster = server.postmaster_pid()
+        self.nodes = [(node, node.postmaster_pid()) for node in (server, *workers)]
         self.log_path = PROJECT_DIR / "var" / "bench-gunicorn.log"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         # This invocation's servers only (with GUNICORN_ACCESS_LOG=true, a line per request).
@@ -264,10 +276,15 @@ class Bench:
 
     def _measure(
         self, *, make_worker, concurrency: int, app_pids, app_parent: int | None, profile_name: str | None = None
-    ) -> tuple[LoadResult, CpuWindow, CpuWindow]:
+    ) -> tuple[LoadResult, CpuWindow, CpuWindows]:
         app = CpuWindow(app_pids, parent=app_parent)
-        # The postmaster reaps the backends of connections that end within the window (CpuWindow).
-        db = CpuWindow(lambda: self.server.backend_pids(self.args.database), parent=self.postmaster)
+        # Each node's postmaster reaps the backends of connections that end within the window (CpuWindow).
+        db = CpuWindows(
+            [
+                CpuWindow(lambda node=node: node.backend_pids(self.args.database), parent=postmaster)
+                for node, postmaster in self.nodes
+            ]
+        )
         profilers = []
 
         def start() -> None:

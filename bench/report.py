@@ -365,6 +365,7 @@ def results_markdown(results: dict[str, Any]) -> str:
         f"- CPU: {machine['cpu_model']}, {machine['cores']} cores, {machine['memory_gib']} GiB RAM",
         f"- OS: {machine['os']}",
         f"- PostgreSQL {setup['postgresql']}, Python {setup['python']}, Django {setup['django']}",
+        f"- database layout: {setup['layout']}",
         *gunicorn_lines,
         f"- commit {setup['commit']}",
         "",
