@@ -23,6 +23,7 @@ from config.fields import (
     StringListField,
     SubjectIdListField,
 )
+from config.requestlog import request_log_note
 from config.schema import TOKEN_PROBLEMS, ProblemDoc, problem_responses
 
 # Longer than any resource ID, so that a long unknown ID is still answered 404 experiment_not_found.
@@ -89,6 +90,7 @@ class ExperimentAssignmentsApi(JsonApiView):
     )
     def post(self, request):
         data = self.body.validate(request.data)
+        request_log_note(experiment=data["experiment_id"], batch_size=len(data["subject_ids"]))
         assignments = with_live_connection(
             assign_subjects, experiment_id=data["experiment_id"], subject_ids=data["subject_ids"]
         )
@@ -196,9 +198,14 @@ class AssignmentsApi(JsonApiView):
     )
     def post(self, request):
         data = self.body.validate(request.data)
+        experiment_ids = data.get("experiments")
+        if experiment_ids is not None and len(experiment_ids) == 1:
+            request_log_note(experiment=experiment_ids[0])
         answer = with_live_connection(
-            assign_subject, subject=data["subject"], experiment_ids=data.get("experiments"), assign=data["assign"]
+            assign_subject, subject=data["subject"], experiment_ids=experiment_ids, assign=data["assign"]
         )
+        # The batch of this endpoint is the experiments answered, named or found running.
+        request_log_note(batch_size=len(answer.assignments) + len(answer.unassigned))
         return Response(
             {
                 "assignments": answer.assignments,

@@ -8,6 +8,7 @@ from django.utils import timezone
 from rest_framework import authentication, exceptions, permissions
 
 from config.database import with_live_connection
+from config.requestlog import request_log_note
 from tokens.cache import ApiTokenSnapshot
 from tokens.models import Role
 from tokens.selectors import api_token_verify
@@ -74,6 +75,7 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         if token is None:
             return None
         api_token = with_live_connection(_verified_and_used, token)
+        request_log_note(token_name=api_token.name)
         return TokenUser(token_name=api_token.name, role=api_token.role), api_token
 
     def authenticate_header(self, request) -> str:

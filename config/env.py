@@ -47,6 +47,16 @@ def env_int(name: str, default: int, *, minimum: int, maximum: int | None = None
     return value
 
 
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().lower()
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
+    return value
+
+
 def env_list(name: str, default: str) -> list[str]:
     raw = os.environ.get(name, default)
     items = [item.strip() for item in raw.split(",")]

@@ -11,6 +11,7 @@ from django.http import Http404
 from psycopg.errors import LockNotAvailable, QueryCanceled
 from rest_framework import exceptions
 
+from config.metrics import database_unavailable_answered
 from config.problems import ProblemError, problem_response
 
 logger = logging.getLogger(__name__)
@@ -69,7 +70,9 @@ def database_unavailable_log(exc: BaseException, where: str = "") -> None:
 
 
 def database_unavailable_problem(exc: BaseException | None = None):
-    if is_database_timeout(exc):
+    timeout = is_database_timeout(exc)
+    database_unavailable_answered(timeout=timeout)
+    if timeout:
         detail = "The database did not answer in time; retry later."
     else:
         detail = "The database cannot be reached; retry later."

@@ -33,6 +33,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.http import HttpResponse
 
 from config.exceptions import message_first_line
+from config.metrics import healthz_checked
 from config.problems import problem_response
 
 logger = logging.getLogger(__name__)
@@ -228,8 +229,10 @@ def healthz(request) -> HttpResponse:
             headers={"Allow": ", ".join(ALLOWED_METHODS)},
         )
     elif database_probe.database_ok():
+        healthz_checked(ok=True)
         response = _json_response(BODY_OK, status=200)
     else:
+        healthz_checked(ok=False)
         response = _json_response(BODY_UNAVAILABLE, status=503)
     # A cached answer about health is a wrong answer.
     response["Cache-Control"] = "no-store"

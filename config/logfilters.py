@@ -1,10 +1,13 @@
-"""Logging under failure: one line per kind of failure and a count, never a flood."""
+"""Logging under failure: one line per kind of failure and a count, never a flood; and every line of a request
+carries its ID."""
 
 from __future__ import annotations
 
 import logging
 import os
 import threading
+
+from config.requestid import request_id_current
 
 REPEAT_WINDOW_SECONDS = 10.0
 MAX_KINDS = 1_000
@@ -69,3 +72,12 @@ class ServiceUnavailableFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return getattr(record, "status_code", None) != 503
+
+
+class RequestIdFilter(logging.Filter):
+    """Gives every record the ID of the request being answered in its thread (None outside a request),
+    for the formatters of config/logformats.py."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = request_id_current()
+        return True

@@ -7,6 +7,8 @@ from typing import Any
 
 from django.http import JsonResponse
 
+from config.requestid import request_id_current
+
 PROBLEM_CONTENT_TYPE = "application/problem+json"
 
 
@@ -40,6 +42,10 @@ def problem_body(
     if errors is not None:
         body["errors"] = errors
     body.update(extra)
+    # Outside a request (a test calling this directly) there is no ID to name.
+    request_id = request_id_current()
+    if request_id is not None:
+        body["request_id"] = request_id
     return body
 
 

@@ -12,6 +12,7 @@ from rest_framework import serializers
 from assignments.models import Experiment
 from config.fields import SUBJECT_ID_MAX_LENGTH
 from config.problems import PROBLEM_CONTENT_TYPE
+from config.requestid import REQUEST_ID_HEADER, REQUEST_ID_PATTERN
 
 PROBLEM_CODES = [
     "invalid_request",
@@ -51,6 +52,11 @@ class ProblemSerializer(serializers.Serializer):
     errors = ProblemFieldErrorSerializer(many=True, required=False, help_text="Field problems, on 400 only.")
     experiment_status = serializers.ChoiceField(
         choices=EXPERIMENT_STATUSES, required=False, help_text="The experiment's status, on 409 only."
+    )
+    request_id = serializers.CharField(
+        help_text="The request's ID, as in the `X-Request-ID` response header and the service's log lines: "
+        "the client's own `X-Request-ID` when it is 1 to 128 letters, digits or `._:+/=@-`, else one made "
+        "by the service."
     )
 
 
@@ -110,6 +116,8 @@ _PROBLEMS: dict[int, ProblemDoc] = {
     ),
 }
 
+EXAMPLE_REQUEST_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+
 # What every operation behind a token can answer besides its own outcomes.
 TOKEN_PROBLEMS = (401, 403, 413, 415, 429, 500, 503)
 
@@ -127,6 +135,7 @@ def problem_responses(
             "status": status,
             "code": doc.code,
             "detail": doc.detail,
+            "request_id": EXAMPLE_REQUEST_ID,
         }
         responses[(status, PROBLEM_CONTENT_TYPE)] = OpenApiResponse(
             response=ProblemSerializer,
@@ -240,6 +249,17 @@ _RESPONSE_HEADERS = {
 }
 
 
+# Every response carries it (config/requestid.py).
+_REQUEST_ID_HEADER = {
+    REQUEST_ID_HEADER: {
+        "schema": {"type": "string", "pattern": f"^{REQUEST_ID_PATTERN.pattern}$"},
+        "required": True,
+        "description": "The request's ID: the request's own `X-Request-ID` when it is 1 to 128 letters, digits or "
+        "`._:+/=@-`, else one made by the service (32 hexadecimal digits). Also in problem bodies (`request_id`) "
+        "and in the service's log lines.",
+    }
+}
+
 # Bounds DRF declares on a nested ListSerializer (min_length/max_length), which drf-spectacular drops.
 _ARRAY_BOUNDS = {("IdLinkRequest", "identifiers"): (2, 2)}
 
@@ -282,7 +302,8 @@ def postprocess_schema(result: dict, generator, request, public) -> dict:
 
     Paths are named without their optional trailing slash; /healthz, which a
     middleware answers before URL routing (config/healthz.py), is added; and
-    the response headers and array bounds the generator drops are declared.
+    the response headers (X-Request-ID on every one) and array bounds the
+    generator drops are declared.
     """
     result["paths"] = {path.rstrip("/") or "/": item for path, item in result.get("paths", {}).items()}
     result["paths"]["/healthz"] = {"get": _healthz_operation("get"), "head": _healthz_operation("head")}
@@ -296,4 +317,5 @@ def postprocess_schema(result: dict, generator, request, public) -> dict:
             for status, response in operation.get("responses", {}).items():
                 if status in _RESPONSE_HEADERS and PROBLEM_CONTENT_TYPE in response.get("content", {}):
                     response.setdefault("headers", {}).update(_RESPONSE_HEADERS[status])
+                response.setdefault("headers", {}).update(_REQUEST_ID_HEADER)
     return result

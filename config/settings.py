@@ -7,6 +7,7 @@ from pathlib import Path
 from config.env import (
     database_from_url,
     env_bool,
+    env_choice,
     env_int,
     env_list,
     env_str,
@@ -62,6 +63,11 @@ ASSIGNMENT_MAX_SUBJECTS = env_int("ASSIGNMENT_MAX_SUBJECTS", 1000, minimum=1, ma
 # How long a process trusts a token it verified; a revocation made elsewhere takes effect within this time.
 API_TOKEN_CACHE_SECONDS = env_int("API_TOKEN_CACHE_SECONDS", 5, minimum=0, maximum=3600)
 
+# GET /metrics and the counting behind it (docs/observability.md); off, nothing is counted and /metrics is 404.
+METRICS_ENABLED = env_bool("METRICS_ENABLED", True)
+# json: one JSON object per line, for the server's log collector; text: for a person (scripts/run-demo on a terminal).
+LOG_FORMAT = env_choice("LOG_FORMAT", "json", ("json", "text"))
+
 # Transport security (docs/deployment.md). Django sends HSTS only on HTTPS responses,
 # and the redirect spares /healthz so plain-HTTP health checks and the loopback proxy keep working.
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
@@ -91,7 +97,12 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # First: /healthz is answered before any other middleware can slow or fail it.
+    # Before everything: the request's ID, its log line and its metrics (docs/observability.md), which
+    # do no I/O of their own beside the log line, so they can neither slow nor fail /healthz.
+    "config.requestid.RequestIdMiddleware",
+    "config.requestlog.RequestLogMiddleware",
+    "config.requestmetrics.RequestMetricsMiddleware",
+    # Then /healthz is answered before any other middleware can slow or fail it.
     "config.healthz.HealthCheckMiddleware",
     # Second: wraps everything below, so a database failure anywhere becomes 503, not a 500 page.
     "config.middleware.DatabaseUnavailableMiddleware",
@@ -183,13 +194,24 @@ SPECTACULAR_SETTINGS = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    # A failure repeated by every request (a database outage) is one line and a count (config/logfilters.py).
+    "formatters": {
+        "json": {"()": "config.logformats.JsonFormatter"},
+        "text": {"()": "config.logformats.TextFormatter"},
+    },
     "filters": {
+        # A failure repeated by every request (a database outage) is one line and a count (config/logfilters.py).
         "repeats": {"()": "config.logfilters.RepeatSummaryFilter"},
         "no_503": {"()": "config.logfilters.ServiceUnavailableFilter"},
+        "request_id": {"()": "config.logfilters.RequestIdFilter"},
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["repeats"]}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["repeats", "request_id"]},
+        # The line per request (config/requestlog.py): never summarised, every request has its own.
+        "requests": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["request_id"]},
+    },
     "root": {"handlers": ["console"], "level": "INFO"},
-    "loggers": {"django.request": {"filters": ["no_503"]}},
+    "loggers": {
+        "django.request": {"filters": ["no_503"]},
+        "config.requestlog": {"handlers": ["requests"], "level": "INFO", "propagate": False},
+    },
 }

@@ -3,11 +3,17 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from assignments.api import AssignmentsApi, ExperimentAssignmentsApi
+from config.exposition import MetricsApi
 from idlinks.api import IdLinkApi
 
-# The token-authenticated JSON endpoints, by path; config.middleware passes the staff
+# The token-authenticated endpoints, by path; config.middleware passes the staff
 # console's middleware by for these paths.
-API_VIEWS = {"experiment-assignments": ExperimentAssignmentsApi, "assignments": AssignmentsApi, "id-link": IdLinkApi}
+API_VIEWS = {
+    "experiment-assignments": ExperimentAssignmentsApi,
+    "assignments": AssignmentsApi,
+    "id-link": IdLinkApi,
+    "metrics": MetricsApi,
+}
 
 # Every API path answers with or without a trailing slash, by pattern, never by redirect.
 urlpatterns = [

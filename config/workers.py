@@ -29,6 +29,8 @@ from http import HTTPStatus
 
 from gunicorn.workers.gthread import ThreadWorker
 
+from config.requestid import REQUEST_ID_HEADER, request_id_new
+
 HEALTH_CHECK_STARTS = (b"GET /healthz", b"HEAD /healthz")
 HEALTH_THREADS = 2
 _PEEK_BYTES = max(len(start) for start in HEALTH_CHECK_STARTS)
@@ -106,12 +108,14 @@ class _ProblemSocket:
 
 
 def problem_response(gunicorn_error: bytes) -> bytes:
-    """gunicorn's error response rewritten as problem+json, with its status and reason."""
+    """gunicorn's error response rewritten as problem+json, with its status and reason, and a request ID
+    of its own: the request was refused before its headers were read."""
     status_line = gunicorn_error.split(b"\r\n", 1)[0].decode("latin-1")
     _, code, reason = [*status_line.split(" ", 2), "", ""][:3]
     status = int(code) if code.isdigit() else HTTPStatus.BAD_REQUEST.value
     reason = reason or HTTPStatus(status).phrase
     server_error = status >= 500
+    request_id = request_id_new()
     body = json.dumps(
         {
             "type": "about:blank",
@@ -121,12 +125,14 @@ def problem_response(gunicorn_error: bytes) -> bytes:
             "detail": "The server failed to answer this request."
             if server_error
             else f"The request was refused before it reached the service: {reason.lower()}.",
+            "request_id": request_id,
         }
     ).encode()
     head = (
         f"HTTP/1.1 {status} {reason}\r\n"
         "Connection: close\r\n"
         "Content-Type: application/problem+json\r\n"
+        f"{REQUEST_ID_HEADER}: {request_id}\r\n"
         f"Content-Length: {len(body)}\r\n\r\n"
     )
     return head.encode("latin-1") + body

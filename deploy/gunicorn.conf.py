@@ -15,6 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from config.env import env_bool, env_int, env_str
+from config.metricsfiles import metrics_directory_clean, metrics_directory_prepare, worker_files_fold
 
 bind = env_str("GUNICORN_BIND", "127.0.0.1:8000")
 # One process per core (at least two, so a recycled or crashed worker never leaves none):
@@ -46,9 +47,25 @@ control_socket_disable = True
 limit_request_fields = 100
 
 # Off unless GUNICORN_ACCESS_LOG=true: the proxy in front (deploy/proxy/) logs every request,
-# with its status and time, and gunicorn's line for the same request took about 10% of a
-# worker's CPU on one-subject requests (docs/benchmarks.md). scripts/run-demo, with no proxy, turns it on.
+# with its status and time, the service writes a line per request of its own (config/requestlog.py),
+# and gunicorn's line for the same request took about 10% of a worker's CPU on one-subject requests
+# (docs/benchmarks.md).
 accesslog = "-" if env_bool("GUNICORN_ACCESS_LOG", False) else None
 errorlog = "-"
 # The client address the proxy saw is in X-Forwarded-For; tokens and bodies are never logged.
 access_log_format = '%(h)s xff=%({x-forwarded-for}i)s "%(r)s" %(s)s %(B)s %(M)sms "%(a)s"'
+
+# Metrics (docs/observability.md): each worker counts into files of its own in PROMETHEUS_MULTIPROC_DIR, and
+# a scrape of any worker adds up every worker's. Without the variable, a directory of this server's own. Set
+# here, before the application is loaded: prometheus_client picks where it counts when first imported.
+metrics_directory = metrics_directory_prepare() if env_bool("METRICS_ENABLED", True) else None
+
+
+def on_starting(server):
+    if metrics_directory is not None:
+        metrics_directory_clean(metrics_directory)
+
+
+def child_exit(server, worker):
+    if metrics_directory is not None:
+        worker_files_fold(metrics_directory, worker.pid)

@@ -12,6 +12,7 @@ from django.test import Client
 DOC = Path(__file__).resolve().parent.parent / "docs" / "api.md"
 FIELD_ROW = re.compile(r"^\| `([a-z_]+)` \| (?:string|array|object|boolean)", re.MULTILINE)
 CODE_ROW = re.compile(r"^\| `([a-z_]+)` \| (\d{3}) \|", re.MULTILINE)
+MEMBER_ROW = re.compile(r"^\| `([a-z_]+)` \| (string|integer|array) \| (always)?", re.MULTILINE)
 
 
 @pytest.fixture(scope="module")
@@ -70,3 +71,11 @@ def test_api_docs__error_codes__exactly_those_of_the_schema(openapi):
             for example in response.get("content", {}).get("application/problem+json", {}).get("examples", {}).values():
                 code = example["value"]["code"]
                 assert codes[code] == status, f"{method} {path}: {code} is {status} in the schema"
+
+
+def test_api_docs__problem_members__exactly_those_of_the_schema_always_ones_required(openapi):
+    rows = MEMBER_ROW.findall(sections()["Errors"])
+    problem = openapi["components"]["schemas"]["Problem"]
+
+    assert {name for name, _, _ in rows} == set(problem["properties"])
+    assert {name for name, _, always in rows if always} == set(problem["required"])

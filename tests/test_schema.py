@@ -48,6 +48,7 @@ def test_schema__operations__exactly_those_documented(openapi):
         ("/id-link", "post"),
         ("/healthz", "get"),
         ("/healthz", "head"),
+        ("/metrics", "get"),
     }
 
 
@@ -76,8 +77,17 @@ def test_schema__problem_component__documented_members(openapi):
     schemas = openapi["components"]["schemas"]
     problem = schemas["Problem"]
 
-    assert set(problem["properties"]) == {"type", "title", "status", "code", "detail", "errors", "experiment_status"}
-    assert set(problem["required"]) == {"type", "title", "status", "code", "detail"}
+    assert set(problem["properties"]) == {
+        "type",
+        "title",
+        "status",
+        "code",
+        "detail",
+        "errors",
+        "experiment_status",
+        "request_id",
+    }
+    assert set(problem["required"]) == {"type", "title", "status", "code", "detail", "request_id"}
     assert schemas["ProblemCode"]["enum"] == PROBLEM_CODES
     assert set(schemas["ProblemFieldError"]["required"]) == {"field", "message"}
 
@@ -136,6 +146,24 @@ def test_schema__healthz__public_with_its_two_bodies(openapi):
     get = openapi["paths"]["/healthz"]["get"]["responses"]
     assert get["503"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Health"}
     assert openapi["components"]["schemas"]["Health"]["properties"]["status"]["enum"] == ["ok", "unavailable"]
+
+
+def test_schema__metrics__behind_a_token_text_or_a_problem(openapi):
+    operation = openapi["paths"]["/metrics"]["get"]
+
+    assert operation["security"] == [{"bearerToken": []}, {"authenticationHeader": []}]
+    assert set(operation["responses"]) == {"200", "401", "403", "404", "500", "503"}
+    assert list(operation["responses"]["200"]["content"]) == ["text/plain"]
+    assert "Role: `admin`" in operation["description"]
+
+
+def test_schema__every_response__declares_the_request_id_header(openapi):
+    for path, item in openapi["paths"].items():
+        for method, operation in item.items():
+            for status, response in operation["responses"].items():
+                header = response["headers"]["X-Request-ID"]
+                assert header["required"] is True, (path, method, status)
+                assert header["schema"]["pattern"] == "^[A-Za-z0-9._:+/=@-]{1,128}$"
 
 
 @pytest.mark.parametrize("path", DOCS_PATHS)

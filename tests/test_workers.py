@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -57,3 +58,6 @@ def test_problem_response__gunicorn_html_error__same_status_as_problem_json(stat
     assert problem["code"] == code
     assert problem["type"] == "about:blank"
     assert "<" not in problem["detail"]
+    # The request was refused before its headers were read: a request ID of its own, in the body and the header
+    assert re.fullmatch(r"[0-9a-f]{32}", problem["request_id"])
+    assert headers["x-request-id"] == problem["request_id"]

@@ -6,6 +6,7 @@ import hmac
 
 from django.db.models import QuerySet
 
+from config.metrics import api_token_cache_lookup
 from tokens.cache import ApiTokenSnapshot, api_tokens
 from tokens.crypto import token_digest, token_prefix
 from tokens.models import ApiToken
@@ -28,6 +29,7 @@ def api_token_verify(*, token: str) -> ApiTokenSnapshot | None:
         return None
     digest = token_digest(token)
     snapshot = api_tokens.get(digest)
+    api_token_cache_lookup(hit=snapshot is not None)
     if snapshot is not None:
         return snapshot
     api_token = api_token_find(token=token)

@@ -125,7 +125,7 @@ def test_unexpected_failure__500_internal_error_problem_without_internals(proxy_
     body = assert_problem(response, status=500, code="internal_error")
     assert b"secret internal detail" not in response.content
     assert b"Traceback" not in response.content
-    assert set(body) == {"type", "title", "status", "code", "detail"}
+    assert set(body) == {"type", "title", "status", "code", "detail", "request_id"}
 
 
 def test_database_error__503_database_unavailable_with_retry_after(proxy_token, demo_config, monkeypatch):

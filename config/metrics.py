@@ -1,0 +1,108 @@
+"""The service's Prometheus metrics and the calls that move them (docs/observability.md).
+
+Under gunicorn each worker writes its counts to files of its own in
+PROMETHEUS_MULTIPROC_DIR (prometheus_client's multi-process mode, which
+deploy/gunicorn.conf.py sets up; config/metricsfiles.py keeps the directory) and
+a scrape of any worker adds up every worker's files. Elsewhere (tests, manage.py)
+the counts live in the process. Every label takes a bounded set of values: an
+endpoint is a route's name, an experiment a configured experiment's ID, a method
+one of the standard ones; never a subject ID, a token or anything else a client
+chooses. With METRICS_ENABLED off nothing is counted.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+# Only the service's metrics: the same in one process and under gunicorn, where the
+# process and garbage-collector collectors of the default registry could not be added up.
+REGISTRY = CollectorRegistry()
+
+HTTP_REQUESTS = Counter(
+    "http_requests_total",
+    "Requests answered, by endpoint (route name), method and status.",
+    ["endpoint", "method", "status"],
+    registry=REGISTRY,
+)
+HTTP_REQUEST_DURATION = Histogram(
+    "http_request_duration_seconds",
+    "Time from the request reaching the application to its response, by endpoint.",
+    ["endpoint"],
+    # From /healthz's millisecond to a 1000-subject batch under load (docs/benchmarks.md).
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+    registry=REGISTRY,
+)
+ASSIGNMENTS_CREATED = Counter(
+    "assignments_created_total",
+    "Assignments stored by the assignment endpoints, by experiment and source (hashed or linked).",
+    ["experiment", "source"],
+    registry=REGISTRY,
+)
+ASSIGNMENT_CONFLICTS_LOST = Counter(
+    "assignment_conflicts_lost_total",
+    "New assignments a concurrent request stored first (skipped by the insert, read back from the winner), "
+    "by experiment.",
+    ["experiment"],
+    registry=REGISTRY,
+)
+DATABASE_UNAVAILABLE = Counter(
+    "database_unavailable_total",
+    "503 database_unavailable answers, by reason: unreachable (no connection, or it broke) or timeout "
+    "(a statement or lock timeout).",
+    ["reason"],
+    registry=REGISTRY,
+)
+API_TOKEN_CACHE_LOOKUPS = Counter(
+    "api_token_cache_lookups_total",
+    "Well-formed tokens looked up, by result: hit (found in the process's cache) or miss (read from the database).",
+    ["result"],
+    registry=REGISTRY,
+)
+HEALTHZ_CHECKS = Counter(
+    "healthz_checks_total",
+    "GET and HEAD /healthz answered, by result: ok (200) or unavailable (503).",
+    ["result"],
+    registry=REGISTRY,
+)
+HEALTHZ_DATABASE_UP = Gauge(
+    "healthz_database_up",
+    "1 if the latest /healthz found the database answering, 0 if not.",
+    registry=REGISTRY,
+    multiprocess_mode="livemostrecent",
+)
+
+# A client may send any method name: the others are counted together.
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def http_request_observe(*, endpoint: str, method: str, status: int, seconds: float) -> None:
+    """Called by config.requestmetrics.RequestMetricsMiddleware, which is left out when metrics are off."""
+    HTTP_REQUESTS.labels(endpoint, method if method in METHODS else "other", str(status)).inc()
+    HTTP_REQUEST_DURATION.labels(endpoint).observe(seconds)
+
+
+def assignments_created(*, experiment: str, source: str, count: int) -> None:
+    if settings.METRICS_ENABLED:
+        ASSIGNMENTS_CREATED.labels(experiment, source).inc(count)
+
+
+def assignment_conflicts_lost(*, experiment: str, count: int) -> None:
+    if settings.METRICS_ENABLED:
+        ASSIGNMENT_CONFLICTS_LOST.labels(experiment).inc(count)
+
+
+def database_unavailable_answered(*, timeout: bool) -> None:
+    if settings.METRICS_ENABLED:
+        DATABASE_UNAVAILABLE.labels("timeout" if timeout else "unreachable").inc()
+
+
+def api_token_cache_lookup(*, hit: bool) -> None:
+    if settings.METRICS_ENABLED:
+        API_TOKEN_CACHE_LOOKUPS.labels("hit" if hit else "miss").inc()
+
+
+def healthz_checked(*, ok: bool) -> None:
+    if settings.METRICS_ENABLED:
+        HEALTHZ_CHECKS.labels("ok" if ok else "unavailable").inc()
+        HEALTHZ_DATABASE_UP.set(1 if ok else 0)

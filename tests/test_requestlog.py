@@ -1,0 +1,196 @@
+"""config/requestlog.py and config/logformats.py: one line per request with its fields, as JSON or as text;
+the token's name, never the token."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import subprocess
+import sys
+from logging.config import dictConfig
+
+import pytest
+from django.conf import settings
+
+from config.healthz import database_probe, probe_connection
+from config.logformats import JsonFormatter, TextFormatter
+from tests.conftest import apply_yaml
+from tests.observability import captured_logs, json_lines, request_lines
+
+COOKIE_EXPERIMENT = """
+schemaVersion: 1
+kind: experiment
+metadata: {id: banner, status: active}
+spec:
+  subjectType: cookie
+  variants:
+    - {id: control, control: true, split: 0.5}
+    - {id: short, split: 0.5}
+"""
+
+
+@pytest.fixture(autouse=True)
+def _probe_connection_closed():
+    """/healthz keeps a connection of its own open: closed, so the test database can be dropped."""
+    yield
+    probe_connection.close()
+    database_probe.forget()
+
+
+def test_experiment_assignments__one_line__method_path_status_duration_experiment_batch_token_name(
+    api, proxy_token, demo_config
+):
+    # Given a request of three subject IDs (one repeated)
+    with captured_logs() as logs:
+        response = api.post(
+            "/experiment-assignments",
+            {"experiment_id": "checkout-button", "subject_ids": ["u-1", "u-2", "u-1"]},
+            HTTP_X_REQUEST_ID="line-1",
+        )
+
+    # Then its line has every field, the token's name and not the token, anywhere in the output
+    assert response.status_code == 200
+    (line,) = request_lines(logs.getvalue())
+    assert line["method"] == "POST"
+    assert line["path"] == "/experiment-assignments"
+    assert line["status"] == 200
+    assert isinstance(line["duration_ms"], float) and line["duration_ms"] > 0
+    assert line["experiment"] == "checkout-button"
+    assert line["batch_size"] == 3
+    assert line["token_name"] == "test-proxy"
+    assert line["request_id"] == "line-1"
+    assert line["level"] == "INFO"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", line["time"])
+    assert line["message"] == f"POST /experiment-assignments 200 {line['duration_ms']:.2f} ms"
+    assert proxy_token not in logs.getvalue()
+    assert proxy_token.partition(".")[2] not in logs.getvalue()
+
+
+def test_assignments__batch_is_the_experiments_answered__one_named_is_the_experiment(api, demo_config):
+    apply_yaml(COOKIE_EXPERIMENT)
+    with captured_logs() as logs:
+        everything = api.post("/assignments", {"subject": {"user": "u-9", "cookie": "c-9"}})
+        one = api.post("/assignments", {"subject": {"user": "u-9"}, "experiments": ["checkout-button"]})
+
+    assert everything.status_code == one.status_code == 200
+    first, second = request_lines(logs.getvalue())
+    assert (first["batch_size"], "experiment" in first) == (2, False)
+    assert (second["batch_size"], second["experiment"]) == (1, "checkout-button")
+
+
+def test_refused_token__line_without_a_token_name_and_without_the_token(anonymous_api, demo_config):
+    token = "0123456789ab." + "B" * 43
+    with captured_logs() as logs:
+        response = anonymous_api.post(
+            "/experiment-assignments",
+            {"experiment_id": "checkout-button", "subject_ids": ["u-1"]},
+            HTTP_AUTHORIZATION=f"Bearer {token}",
+        )
+
+    assert response.status_code == 401
+    (line,) = request_lines(logs.getvalue())
+    assert line["status"] == 401
+    assert "token_name" not in line
+    assert token not in logs.getvalue() and "B" * 43 not in logs.getvalue()
+
+
+def test_every_request__a_line__healthz_pages_and_unknown_paths_too(db, client):
+    with captured_logs() as logs:
+        client.get("/healthz")
+        client.get("/nowhere?subject=u-1")
+        client.get("/api/schema")
+
+    lines = request_lines(logs.getvalue())
+    assert [(line["path"], line["status"]) for line in lines] == [
+        ("/healthz", 200),
+        ("/nowhere", 404),
+        ("/api/schema", 200),
+    ]
+    # The query string is not logged: it may carry anything
+    assert "u-1" not in logs.getvalue()
+
+
+def test_same_request_repeated__a_line_each__not_summarised(api, demo_config):
+    repeats = 30
+    body = {"experiment_id": "checkout-button", "subject_ids": ["u-1"]}
+    with captured_logs() as logs:
+        for _ in range(repeats):
+            api.post("/experiment-assignments", body)
+
+    assert len(request_lines(logs.getvalue())) == repeats
+
+
+def record(**fields) -> logging.LogRecord:
+    made = logging.LogRecord("config.requestlog", logging.INFO, __file__, 1, "POST /x 200 1.50 ms", (), None)
+    made.__dict__.update(fields)
+    return made
+
+
+def test_json_formatter__no_request__no_request_members_and_valid_json():
+    line = json.loads(JsonFormatter().format(record(request_id=None)))
+
+    assert set(line) == {"time", "level", "logger", "message"}
+
+
+def test_json_formatter__exception__its_traceback_in_one_member_on_one_line():
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        failed = record(request_id="r-1", exc_info=sys.exc_info())
+
+    text = JsonFormatter().format(failed)
+
+    assert "\n" not in text
+    assert "ValueError: boom" in json.loads(text)["exception"]
+
+
+def test_text_formatter__request_line__id_in_brackets_and_the_fields_not_in_the_message():
+    text = TextFormatter().format(
+        record(
+            request_id="r-1",
+            method="POST",
+            path="/x",
+            status=200,
+            duration_ms=1.5,
+            experiment="checkout-button",
+            batch_size=2,
+            token_name="demo",
+        )
+    )
+
+    assert text.endswith(
+        " INFO config.requestlog [r-1] POST /x 200 1.50 ms experiment=checkout-button batch_size=2 token_name=demo"
+    )
+
+
+def test_text_formatter__outside_a_request__no_brackets():
+    assert TextFormatter().format(record(request_id=None)).endswith(" INFO config.requestlog POST /x 200 1.50 ms")
+
+
+def test_log_format_text__the_handlers_write_text(db, client):
+    # Given the logging configured as LOG_FORMAT=text configures it
+    text = {
+        **settings.LOGGING,
+        "handlers": {name: {**handler, "formatter": "text"} for name, handler in settings.LOGGING["handlers"].items()},
+    }
+    dictConfig(text)
+    try:
+        with captured_logs() as logs:
+            client.get("/healthz", HTTP_X_REQUEST_ID="t-1")
+    finally:
+        dictConfig(settings.LOGGING)
+
+    assert re.search(r" INFO config\.requestlog \[t-1\] GET /healthz 200 [\d.]+ ms$", logs.getvalue().strip())
+    assert json_lines(logs.getvalue()) == []
+
+
+def test_log_format__unknown_value__start_up_refused_naming_the_variable():
+    env = {**os.environ, "LOG_FORMAT": "xml", "DJANGO_SETTINGS_MODULE": "config.settings"}
+    done = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"], env=env, capture_output=True, text=True, timeout=60
+    )
+
+    assert done.returncode == 1
+    assert "LOG_FORMAT must be one of json, text, got 'xml'" in done.stderr
