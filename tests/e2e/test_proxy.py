@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -20,6 +21,7 @@ import httpx
 import pytest
 
 from tests.conftest import DEMO_YAML, apply_yaml
+from tests.observability import request_lines
 from tests.server import (
     PROJECT_DIR,
     database_url_for_tests,
@@ -30,6 +32,7 @@ from tests.server import (
     wait_until,
 )
 from tokens.crypto import token_generate
+from tokens.models import Role
 from tokens.services import api_token_create
 
 pytestmark = [pytest.mark.postgres, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -178,6 +181,76 @@ def test_proxy__default_paths__token_injected_other_paths_404_body_capped(servic
     # Neither log holds the token
     for text in (log, access_log):
         assert token not in text and token.partition(".")[2] not in text
+
+
+def test_proxy__metrics__never_forwarded_even_with_an_admin_token(service):
+    # Given a scraper's admin token, which the service itself accepts for /metrics
+    base_url, token, _ = service
+    _, admin_token = api_token_create(name="scraper", role=Role.ADMIN)
+    admin = {"Authorization": f"Bearer {admin_token}"}
+    assert httpx.get(f"{base_url}/metrics", headers=admin).status_code == 200
+
+    # When /metrics is asked through the proxy, in any spelling, with that token or none
+    with (
+        nginx(upstream=base_url.removeprefix("http://"), token=token, PROXY_ENABLE_ID_LINK="true") as (proxy_url, _),
+        httpx.Client(base_url=proxy_url) as http,
+    ):
+        answers = [
+            http.get(path, headers=headers)
+            for path in ("/metrics", "/metrics/", "//metrics", "/./metrics", "/healthz/../metrics")
+            for headers in ({}, admin, {"Authentication": admin_token})
+        ]
+
+    # Then the proxy has no such path
+    for answer in answers:
+        assert_problem(answer, 404, "not_found")
+        assert b"http_requests" not in answer.content
+
+
+def test_render__metrics_among_the_public_paths__refused(tmp_path):
+    output = tmp_path / "nginx.conf"
+    render = subprocess.run(
+        [str(PROJECT_DIR / "deploy/proxy/render"), str(output)],
+        env={**os.environ, "PROXY_API_TOKEN": "abc.def", "PROXY_PUBLIC_PATHS": "/experiment-assignments /metrics"},
+        capture_output=True,
+        text=True,
+    )
+
+    assert render.returncode == 1
+    assert "PROXY_PUBLIC_PATHS must not name /metrics" in render.stderr
+    assert not output.exists()
+
+
+def test_proxy__request_id__the_clients_kept_or_the_proxys_forwarded_and_logged_on_both_sides(service):
+    base_url, token, gunicorn_log = service
+    body = {"experiment_id": "checkout-button", "subject_ids": ["u-7"]}
+    with (
+        nginx(upstream=base_url.removeprefix("http://"), token=token) as (proxy_url, prefix),
+        httpx.Client(base_url=proxy_url) as http,
+    ):
+        # When a client sends an ID, sends none, sends one the service would not keep, and asks for a missing path
+        kept = http.post("/experiment-assignments", json=body, headers={"X-Request-ID": "client-trace-1"})
+        made = http.post("/experiment-assignments", json=body)
+        replaced = http.post("/experiment-assignments", json=body, headers={"X-Request-ID": "bad id"})
+        missing = http.get("/admin/", headers={"X-Request-ID": "client-trace-2"})
+        wait_until(lambda: "client-trace-2" in (prefix / "access.log").read_text(), timeout=5)
+        access_log = (prefix / "access.log").read_text()
+
+    # Then the client's is kept; otherwise the proxy makes one, which the service keeps
+    assert kept.headers["x-request-id"] == "client-trace-1"
+    assert re.fullmatch(r"[0-9a-f]{32}", made.headers["x-request-id"])
+    assert re.fullmatch(r"[0-9a-f]{32}", replaced.headers["x-request-id"])
+    # And the proxy's own problems carry it too
+    assert_problem(missing, 404, "not_found")
+    assert missing.json()["request_id"] == missing.headers["x-request-id"] == "client-trace-2"
+    # And both logs name each request by the same ID
+    wait_until(lambda: made.headers["x-request-id"] in gunicorn_log.read_text(), timeout=5)
+    service_ids = {line["request_id"] for line in request_lines(gunicorn_log.read_text())}
+    for answer in (kept, made, replaced):
+        request_id = answer.headers["x-request-id"]
+        assert request_id in service_ids
+        assert f"request_id={request_id}" in access_log
+    assert "request_id=client-trace-2" in access_log
 
 
 def test_proxy__id_link_enabled__reaches_the_service_admin_still_404(service):
