@@ -1,0 +1,264 @@
+"""bench/metrics: what the Prometheus metrics cost the hot path, the service with METRICS_ENABLED on and off side
+by side in one invocation.
+
+Prepares a database as bench/run does (examples/demo.yaml, bench/hot_path_resources.yaml,
+a proxy token, --seeded assignments), then, per scenario and concurrency, runs
+rounds of the service under `gunicorn -c deploy/gunicorn.conf.py` twice: with
+metrics on (the default: every request counted and timed, its workers counting into
+PROMETHEUS_MULTIPROC_DIR) and with METRICS_ENABLED=false (nothing counted, /metrics
+404). The two alternate within a round, and which goes first alternates between
+rounds, so a disturbance of the shared machine hits both alike. Each run asks for
+subjects of its own. The per-round ratio of the two is the figure to read. Both
+write the service's log line per request. Results: bench/results/metrics.md and
+.json; docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import secrets
+import statistics
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from importlib.metadata import version
+from typing import Any
+
+from bench.connections import DEPLOYMENT
+from bench.database import DatabaseServer
+from bench.hot_path import Bench, HelpFormatter, django_prepare, shared_arguments
+from bench.profile import py_spy_path
+from bench.report import (
+    Table,
+    as_markdown,
+    as_text,
+    git_commit,
+    gunicorn_used,
+    medians,
+    results_files_write,
+    runs_table,
+)
+from bench.scenarios import SCENARIOS, Scenario
+from bench.seed import assignments_seed
+from bench.server import PROJECT_DIR
+
+CONFIGS = (PROJECT_DIR / "examples" / "demo.yaml", PROJECT_DIR / "bench" / "hot_path_resources.yaml")
+STATES = ("on", "off")
+# Scenarios that need no links seeded: the hot path's shapes, from one subject to a thousand, and /healthz.
+DEFAULT_SCENARIOS = ["1-new", "1-existing", "100-new", "1000-new", "1000-existing", "healthz", "id-link", "subject-1"]
+
+
+def arguments(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="bench/metrics",
+        description=__doc__.split("\n\n")[0],
+        epilog="A quick look: bench/metrics --seeded 20000 --duration 3 --warmup 1 --repeat 2 --scenarios 1-new",
+        formatter_class=HelpFormatter,
+    )
+    shared_arguments(parser)
+    parser.add_argument(
+        "--seeded", type=int, default=1_000_000, help="assignments stored before measuring (the *-existing scenarios)"
+    )
+    parser.set_defaults(
+        database="bench_metrics",
+        duration=10.0,
+        concurrency=[16],
+        scenarios=DEFAULT_SCENARIOS,
+        targets=["service"],
+        connections=["deployment"],
+        count_triggers=["on"],
+        repeat=5,
+        results_name="metrics",
+    )
+    args = parser.parse_args(argv)
+    if args.seeded < 1000:
+        parser.error("--seeded must be at least 1000: the 1000-existing scenario samples that many")
+    linked = [key for key in args.scenarios if SCENARIOS[key].linked_every]
+    if linked:
+        parser.error(f"--scenarios: {', '.join(linked)} need bench/run's identifier links; use bench/run for them")
+    if args.targets != ["service"] or args.connections != ["deployment"] or args.count_triggers != ["on"]:
+        parser.error("bench/metrics measures the service as deployed, with the count triggers on")
+    return args
+
+
+class MetricsBench(Bench):
+    """bench/run's rounds, with the service run once with metrics on and once off per round."""
+
+    metrics = "on"
+
+    def _env(self, target: str, connections: str | None) -> dict[str, str]:
+        return {**super()._env(target, connections), "METRICS_ENABLED": "true" if self.metrics == "on" else "false"}
+
+    def _prefix(self, scenario: Scenario, label: str, concurrency: int, round_number: int) -> str:
+        # Each state's run asks for new subjects of its own.
+        return super()._prefix(scenario, f"{label}-metrics-{self.metrics}", concurrency, round_number)
+
+    def _round(self, scenario: Scenario, concurrency: int, round_number: int, state: str) -> Iterator[dict[str, Any]]:
+        for metrics in STATES if round_number % 2 else tuple(reversed(STATES)):
+            self.metrics = metrics
+            run = self.http("service", scenario, concurrency, round_number, state, connections=DEPLOYMENT)
+            run["metrics"] = metrics
+            run["label"] = "service" if metrics == "on" else "service, metrics off"
+            yield run
+
+
+def _throughput(run: dict[str, Any]) -> float:
+    return run["subjects_per_second"] if run["per_subject"] else run["requests_per_second"]
+
+
+def _number(value: float | None, digits: int) -> str:
+    return "n/a" if value is None else f"{value:,.{digits}f}"
+
+
+def _per_round_ratio(runs: list[dict[str, Any]], scenario: str, concurrency: int) -> float | None:
+    """The median over rounds of throughput with metrics on divided by throughput with them off, in the same round."""
+    by_round: dict[int, dict[str, float]] = {}
+    for run in runs:
+        if (run["scenario"], run["concurrency"]) == (scenario, concurrency):
+            by_round.setdefault(run["round"], {})[run["metrics"]] = _throughput(run)
+    ratios = [both["on"] / both["off"] for both in by_round.values() if both.get("on") and both.get("off")]
+    return statistics.median(ratios) if ratios else None
+
+
+def metrics_table(runs: list[dict[str, Any]]) -> Table:
+    """Per scenario and concurrency, metrics on beside off: medians over rounds, and the per-round ratio."""
+    header = [
+        "scenario",
+        "clients",
+        "unit",
+        "metrics on",
+        "metrics off",
+        "on ÷ off (per round, median)",
+        "cost",
+        "p50 ms on",
+        "p50 ms off",
+        "p99 ms on",
+        "p99 ms off",
+        "app cpu ms/req on",
+        "app cpu ms/req off",
+        "errors",
+    ]
+    summary = {(run["scenario"], run["concurrency"], run["metrics"]): run for run in medians(runs)}
+    rows = []
+    for scenario, concurrency in dict.fromkeys((run["scenario"], run["concurrency"]) for run in runs):
+        on, off = summary.get((scenario, concurrency, "on")), summary.get((scenario, concurrency, "off"))
+        if on is None or off is None:
+            continue
+        ratio = _per_round_ratio(runs, scenario, concurrency)
+        rows.append(
+            [
+                scenario,
+                str(concurrency),
+                "subjects/s" if on["per_subject"] else "req/s",
+                _number(_throughput(on), 0),
+                _number(_throughput(off), 0),
+                "n/a" if ratio is None else f"{ratio:.3f}",
+                "n/a" if ratio is None else f"{(1 - ratio) * 100:+.1f} %",
+                _number(on["p50_ms"], 2),
+                _number(off["p50_ms"], 2),
+                _number(on["p99_ms"], 2),
+                _number(off["p99_ms"], 2),
+                _number(on["cpu_ms_per_request"]["app"], 3),
+                _number(off["cpu_ms_per_request"]["app"], 3),
+                str(on["errors"] + off["errors"]),
+            ]
+        )
+    return header, rows
+
+
+def results_markdown(results: dict[str, Any]) -> str:
+    setup = results["setup"]
+    gunicorn = "; ".join(
+        f"{entry['settings']['worker_class']}, {entry['settings']['workers']} workers x "
+        f"{entry['settings']['threads']} threads ({', '.join(entry['targets'])})"
+        for entry in setup["gunicorn"]
+    )
+    return "\n".join(
+        [
+            f"# Metrics on and off: {setup['started_at']}",
+            "",
+            f"Command: `{setup['command']}`",
+            "",
+            f"- {setup['cpus']} CPUs; PostgreSQL {setup['postgresql']}, Python {setup['python']}, "
+            f"Django {setup['django']}, prometheus-client {setup['prometheus_client']}; commit {setup['commit']}",
+            f"- gunicorn -c deploy/gunicorn.conf.py config.wsgi:application: {gunicorn}",
+            f"- {setup['seed']['assignments']:,} assignments at the start; {', '.join(map(str, setup['concurrency']))} "
+            f"clients; {setup['warmup']} s warm-up and {setup['duration']} s measured per run; {setup['repeat']} "
+            "rounds, metrics on and off alternating within each (the first of the two alternating between rounds)",
+            "- cost: 1 - (on ÷ off), the throughput the metrics take; negative when the on runs were faster",
+            "",
+            "## Metrics on and off",
+            "",
+            as_markdown(metrics_table(results["runs"])),
+            "",
+            "## Every run",
+            "",
+            as_markdown(runs_table(results["runs"])),
+            "",
+        ]
+    )
+
+
+def main(argv: list[str]) -> int:
+    args = arguments(argv)
+    if args.profile:
+        py_spy_path()
+    started_at = datetime.now(UTC)
+    commit = git_commit()
+    server = DatabaseServer(args.postgres_url)
+    database_url = server.recreate(args.database)
+    os.environ.update(
+        DATABASE_URL=database_url,
+        DJANGO_SETTINGS_MODULE="config.settings",
+        DEBUG="false",
+        SECRET_KEY=os.environ.get("SECRET_KEY") or secrets.token_urlsafe(50),
+    )
+    try:
+        print(f"database {args.database}: migrating, applying {', '.join(config.name for config in CONFIGS)}")
+        token = django_prepare(*CONFIGS)
+        print(f"seeding {args.seeded:,} assigned subjects", flush=True)
+        seed = assignments_seed(database_url=database_url, count=args.seeded)
+        bench = MetricsBench(args, server, database_url, token)
+        runs = bench.rounds()
+        import django
+
+        results = {
+            "setup": {
+                "started_at": started_at.isoformat(timespec="seconds"),
+                "command": " ".join(["bench/metrics", *argv]),
+                "cpus": os.cpu_count(),
+                "postgresql": server.version(),
+                "python": platform.python_version(),
+                "django": django.get_version(),
+                "prometheus_client": version("prometheus-client"),
+                "commit": commit,
+                "gunicorn": gunicorn_used(runs),
+                "concurrency": args.concurrency,
+                "warmup": args.warmup,
+                "duration": args.duration,
+                "repeat": args.repeat,
+                "scenarios": args.scenarios,
+                "seed": seed,
+            },
+            "runs": runs,
+        }
+        print("\nMetrics on and off (medians over rounds)\n" + as_text(metrics_table(runs)))
+        json_path, markdown_path = results_files_write(
+            directory=args.results_dir, name=args.results_name, data=results, markdown=results_markdown(results)
+        )
+        print(f"\nwrote {json_path} and {markdown_path}")
+        failed = sum(run["errors"] for run in runs)
+        if failed:
+            print(f"{failed} requests failed; see first_error above and {bench.log_path}", file=sys.stderr)
+            return 1
+        return 0
+    finally:
+        if not args.keep_database:
+            server.drop(args.database)
+        server.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
