@@ -5,8 +5,9 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator
 
+from assignments.distribution import assignments_distributed
 from assignments.models import Assignment, Experiment, Variant
-from config.exports import CHUNK_SIZE, timestamp_format
+from config.exports import CHUNK_SIZE, time_ordered, timestamp_format
 
 ASSIGNMENT_COLUMNS = ("experiment_id", "subject_id", "variant_id", "cohort", "created_at", "source")
 
@@ -23,11 +24,14 @@ def assignment_rows(
     queryset = Assignment.objects.filter(experiment=experiment)
     if since is not None:
         queryset = queryset.filter(created_at__gte=since)
-    rows = queryset.order_by("created_at", "id").values_list(
-        "subject_id", "variant_id", "cohort", "created_at", "source"
+    rows = time_ordered(
+        queryset,
+        ("subject_id", "variant_id", "cohort", "created_at", "source"),
+        chunk_size=chunk_size,
+        paged=assignments_distributed(),
     )
     variant_keys = _variant_keys(experiment)
-    for subject_id, variant_pk, cohort, created_at, source in rows.iterator(chunk_size=chunk_size):
+    for subject_id, variant_pk, cohort, created_at, source in rows:
         if variant_pk not in variant_keys:
             # Added by an apply after the map was read; variants with assignments
             # are never deleted (PROTECT), so a fresh read has it.

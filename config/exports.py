@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, TextIO
 
 from django.db import connection, transaction
+from django.db.models import Q
 
 ExportFormat = Literal["csv", "jsonl"]
 EXPORT_FORMATS: tuple[ExportFormat, ...] = ("csv", "jsonl")
@@ -75,6 +76,31 @@ def streaming_read() -> Iterator[None]:
             yield
     else:
         yield
+
+
+def time_ordered(queryset, fields: Sequence[str], *, chunk_size: int, paged: bool) -> Iterator[tuple]:
+    """`fields` of the queryset's rows in (created_at, id) order, read chunk by chunk.
+
+    By default through a server-side cursor, which streams (see streaming_read).
+    `paged` (Citus) reads page after page from where the last ended instead: a
+    cursor over a distributed table gathers and sorts every row on the
+    coordinator before sending the first, while each page has every shard send
+    its next `chunk_size` rows in index order, so the coordinator merges at most
+    a page per shard whatever the table's size.
+    """
+    ordered = queryset.order_by("created_at", "id")
+    if not paged:
+        yield from ordered.values_list(*fields).iterator(chunk_size=chunk_size)
+        return
+    page = ordered
+    while True:
+        rows = list(page.values_list("created_at", "id", *fields)[:chunk_size])
+        for row in rows:
+            yield row[2:]
+        if len(rows) < chunk_size:
+            return
+        created_at, pk = rows[-1][:2]
+        page = ordered.filter(Q(created_at__gt=created_at) | Q(created_at=created_at, id__gt=pk))
 
 
 def rows_write(

@@ -5,8 +5,9 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator
 
+from assignments.distribution import assignments_distributed
 from assignments.models import SubjectType
-from config.exports import CHUNK_SIZE, timestamp_format
+from config.exports import CHUNK_SIZE, time_ordered, timestamp_format
 from idlinks.models import IdentifierLink
 
 ID_LINK_COLUMNS = ("subject_type_a", "subject_id_a", "subject_type_b", "subject_id_b", "created_at")
@@ -25,11 +26,14 @@ def id_link_rows(
     queryset = IdentifierLink.objects.all()
     if since is not None:
         queryset = queryset.filter(created_at__gte=since)
-    rows = queryset.order_by("created_at", "id").values_list(
-        "subject_type_a_id", "subject_id_a", "subject_type_b_id", "subject_id_b", "created_at"
+    rows = time_ordered(
+        queryset,
+        ("subject_type_a_id", "subject_id_a", "subject_type_b_id", "subject_id_b", "created_at"),
+        chunk_size=chunk_size,
+        paged=assignments_distributed(),
     )
     type_keys = _type_keys()
-    for type_a, subject_a, type_b, subject_b, created_at in rows.iterator(chunk_size=chunk_size):
+    for type_a, subject_a, type_b, subject_b, created_at in rows:
         if type_a not in type_keys or type_b not in type_keys:
             # Created by an apply after the map was read; subject types are never deleted (PROTECT).
             type_keys = _type_keys()

@@ -16,9 +16,11 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from assignments.distribution import DISTRIBUTED_TABLES, REFERENCE_TABLES, assignments_distributed
-from assignments.models import Assignment, AssignmentCount
+from assignments.exports import assignment_rows
+from assignments.models import Assignment, AssignmentCount, Experiment
 from assignments.storage import FETCH
 from tests.server import wait_until
 
@@ -130,3 +132,24 @@ def test_worker_outage__503_database_unavailable_then_recovers_by_itself(api, de
     wait_until(lambda: api.post("/experiment-assignments", body).status_code == 200, timeout=30)
     assert Assignment.objects.filter(subject_id__startswith="w-").count() == 100
     assert sum(AssignmentCount.objects.values_list("assignments", flat=True)) == Assignment.objects.count()
+
+
+@citus
+@pytest.mark.django_db
+def test_export__on_citus__read_in_pages_of_chunk_size_each_from_where_the_last_ended(demo_config):
+    # Given more assignments than two pages hold
+    experiment = Experiment.objects.get(key="checkout-button")
+    variant = experiment.variants.first()
+    Assignment.objects.bulk_create(
+        Assignment(experiment=experiment, subject_id=f"p-{n:04d}", variant=variant, cohort=1) for n in range(25)
+    )
+
+    # When exported ten rows a page
+    with CaptureQueriesContext(connection) as captured:
+        rows = list(assignment_rows(experiment=experiment, chunk_size=10))
+
+    # Then three pages were read, each a LIMIT the shards answer in index order, and every row came once
+    statements = [query["sql"] for query in captured.captured_queries]
+    pages = [sql for sql in statements if "assignments_assignment" in sql and "LIMIT 10" in sql]
+    assert len(pages) == 3
+    assert sorted(row[1] for row in rows) == [f"p-{n:04d}" for n in range(25)]

@@ -15,7 +15,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 
 from assignments.models import Assignment, Experiment
-from config.exports import CHUNK_SIZE, atomic_output
+from config.exports import CHUNK_SIZE, atomic_output, streaming_read, time_ordered
 from tests.factories import AssignmentFactory, ExperimentFactory
 from tests.server import PROJECT_DIR, database_url_for_tests
 
@@ -157,6 +157,30 @@ def test_export__same_timestamp__ordered_by_insertion(checkout):
     assert [row[1] for row in csv_rows(stdout)[1:]] == ["z", "a", "m"]
 
 
+@pytest.mark.parametrize("paged", [False, True])
+def test_time_ordered__ties_across_page_boundaries__every_row_once_in_time_then_id_order(checkout, paged):
+    # Given rows sharing timestamps, in runs longer than a page, inserted out of time order
+    variant = checkout.variants.first()
+    moments = [T0 + dt.timedelta(seconds=second) for second in (2, 0, 1, 0, 2, 0, 1, 2, 0)]
+    Assignment.objects.bulk_create(
+        Assignment(experiment=checkout, subject_id=f"s-{n}", variant=variant, cohort=1, created_at=moment)
+        for n, moment in enumerate(moments)
+    )
+    expected = list(
+        Assignment.objects.filter(experiment=checkout).order_by("created_at", "id").values_list("subject_id", flat=True)
+    )
+
+    # When read two rows a page, or through the cursor
+    with streaming_read():
+        rows = list(
+            time_ordered(Assignment.objects.filter(experiment=checkout), ("subject_id",), chunk_size=2, paged=paged)
+        )
+
+    # Then every row comes once, by time and then by id
+    assert [subject_id for (subject_id,) in rows] == expected
+    assert len(expected) == len(moments)
+
+
 def test_export__no_assignments__csv_header_only_and_jsonl_empty(checkout):
     assert (
         export("--experiment", "checkout-button")[0] == "experiment_id,subject_id,variant_id,cohort,created_at,source\n"
@@ -286,6 +310,7 @@ class CursorProbe(io.StringIO):
 
 
 @pytest.mark.postgres
+@pytest.mark.single_node("streams through one server-side cursor; on Citus the export reads pages (time_ordered)")
 @pytest.mark.django_db(transaction=True)
 def test_export__many_rows_on_postgresql__streamed_through_a_server_side_cursor_without_hold(checkout):
     # Given more assignments than one fetch holds, committed (no test transaction around the command)

@@ -241,6 +241,7 @@ class CursorProbe(io.StringIO):
 
 
 @pytest.mark.postgres
+@pytest.mark.single_node("streams through one server-side cursor; on Citus the export reads pages (time_ordered)")
 @pytest.mark.django_db(transaction=True)
 def test_export_id_links__many_links_on_postgresql__streamed_through_a_cursor_without_hold(subject_types):
     # Given more links than two fetches hold, committed (no test transaction around the command)
