@@ -174,20 +174,28 @@ def tables_distribute() -> list[str]:
             raise NotCitus("this database is a Citus worker: run distribute_tables on the coordinator")
     done: list[str] = []
     with transaction.atomic(), connection.cursor() as cursor:
+        # One connection per node for the whole transaction: Citus refuses to propagate the
+        # functions below after copying rows into shards over several connections.
+        cursor.execute("SET LOCAL citus.multi_shard_modify_mode TO 'sequential'")
         known = _citus_tables()
+        to_reference = [table for table in REFERENCE_TABLES if known.get(table) != "reference"]
         to_distribute = [d for d in DISTRIBUTED_TABLES if known.get(d.table) != "distributed"]
-        # Citus turns the targets of a new reference table's foreign keys into local Citus
-        # tables, which can no longer be distributed: the big tables' foreign keys are
-        # dropped first and added again once both sides are in place.
-        foreign_keys = _foreign_keys([d.table for d in to_distribute])
+        # The foreign keys of the tables to convert are dropped first and added again once
+        # every table is in place. Citus would turn the targets of a new reference table's
+        # foreign keys into local Citus tables, which can no longer be distributed; and
+        # copying existing rows into shards that have Django's deferred foreign keys leaves
+        # checks pending, which the next change of those shards in the transaction refuses.
+        foreign_keys = _foreign_keys([*to_reference, *(d.table for d in to_distribute)])
         for table, name, _ in foreign_keys:
             cursor.execute(f'ALTER TABLE {table} DROP CONSTRAINT "{name}"')
-        for table in REFERENCE_TABLES:
-            if known.get(table) != "reference":
-                cursor.execute("SELECT create_reference_table(%s)", [table])
-                done.append(f"reference table {table}")
-        # The count triggers go with assignments_assignment to every shard (migration 0004).
+        for table in to_reference:
+            cursor.execute("SELECT create_reference_table(%s)", [table])
+            done.append(f"reference table {table}")
+        # The count triggers go with assignments_assignment to every shard (migration 0004),
+        # off while Citus copies the existing rows there: their counts are in the counts already.
         cursor.execute("SET LOCAL citus.enable_unsafe_triggers = on")
+        if to_distribute:
+            cursor.execute("ALTER TABLE assignments_assignment DISABLE TRIGGER USER")
         for item in to_distribute:
             cursor.execute(
                 "SELECT create_distributed_table(%s, %s, colocate_with => %s)",
@@ -197,11 +205,7 @@ def tables_distribute() -> list[str]:
         if to_distribute:
             for statement in CITUS_COUNT_FUNCTIONS:
                 cursor.execute(statement)
-        # Citus starts a table's identity afresh when it distributes it: the coordinator's next
-        # ID would be 1 again, and collide with the rows that were there before.
-        for table in [*REFERENCE_TABLES, *(d.table for d in DISTRIBUTED_TABLES)]:
-            query = sql.SQL("SELECT setval(pg_get_serial_sequence(%s, 'id'), max(id)) FROM {} HAVING count(*) > 0")
-            cursor.execute(query.format(sql.Identifier(table)).as_string(connection.connection), [table])
+            cursor.execute("ALTER TABLE assignments_assignment ENABLE TRIGGER USER")
         for table, name, definition in foreign_keys:
             cursor.execute(f'ALTER TABLE {table} ADD CONSTRAINT "{name}" {definition}')
         # A multi-shard INSERT runs its shards one after another, in shard order, so that two

@@ -11,8 +11,10 @@ import io
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
+import psycopg
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
@@ -22,7 +24,7 @@ from assignments.distribution import DISTRIBUTED_TABLES, REFERENCE_TABLES, assig
 from assignments.exports import assignment_rows
 from assignments.models import Assignment, AssignmentCount, Experiment
 from assignments.storage import FETCH
-from tests.server import wait_until
+from tests.server import PROJECT_DIR, wait_until
 
 on_citus = os.environ.get("TEST_CITUS") == "1"
 citus = pytest.mark.skipif(not on_citus, reason="needs the tables distributed on Citus (scripts/test-citus)")
@@ -153,3 +155,57 @@ def test_export__on_citus__read_in_pages_of_chunk_size_each_from_where_the_last_
     pages = [sql for sql in statements if "assignments_assignment" in sql and "LIMIT 10" in sql]
     assert len(pages) == 3
     assert sorted(row[1] for row in rows) == [f"p-{n:04d}" for n in range(25)]
+
+
+def _manage(database_url: str, *args: str) -> str:
+    env = {**os.environ, "DATABASE_URL": database_url, "SECRET_KEY": "distribution-tests"}
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=PROJECT_DIR, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@citus
+@pytest.mark.django_db
+def test_distribute_tables__database_with_rows__rows_and_counts_kept_and_counting_and_ids_go_on(tmp_path):
+    # Given a database of the cluster, migrated and used before it was distributed
+    settings_dict = connection.settings_dict
+    server = f"postgres://{settings_dict['USER'] or 'root'}@{settings_dict['HOST']}:{settings_dict['PORT']}"
+    subprocess.run(
+        [sys.executable, "scripts/citus_database.py", server, "distribute_existing", "2"],
+        cwd=PROJECT_DIR, check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    url = f"{server}/distribute_existing"
+    _manage(url, "migrate")
+    _manage(url, "apply_resources", "examples/demo.yaml")
+    with psycopg.connect(url, autocommit=True) as before:
+        before.execute(
+            "INSERT INTO assignments_assignment (experiment_id, subject_id, variant_id, cohort, created_at) "
+            "SELECT e.id, 'old-' || n, v.id, 1, now() FROM assignments_experiment e "
+            "JOIN assignments_variant v ON v.experiment_id = e.id AND v.is_control, generate_series(1, 300) n "
+            "WHERE e.key = 'checkout-button'"
+        )
+
+    # When it is distributed
+    out = _manage(url, "distribute_tables")
+
+    # Then every table is in place, the rows and their counts are kept, and new rows are counted
+    assert "distributed table assignments_assignment by subject_id" in out
+    with psycopg.connect(url, autocommit=True) as after:
+        assert after.execute("SELECT count(*) FROM pg_dist_partition").fetchone()[0] == len(REFERENCE_TABLES) + len(
+            DISTRIBUTED_TABLES
+        )
+        after.execute(
+            "INSERT INTO assignments_assignment (experiment_id, subject_id, variant_id, cohort, created_at) "
+            "SELECT experiment_id, 'new-' || subject_id, variant_id, 1, now() FROM assignments_assignment"
+        )
+        counted, stored = after.execute(
+            "SELECT (SELECT sum(assignments) FROM assignments_assignmentcount), "
+            "(SELECT count(*) FROM assignments_assignment)"
+        ).fetchone()
+    assert (counted, stored) == (600, 600)
+    # And new resources take new IDs (Citus restarts a distributed table's identity)
+    lab = tmp_path / "lab.yaml"
+    lab.write_text("schemaVersion: 1\nkind: lab\nmetadata: {id: after-distribution}\n")
+    assert "created" in _manage(url, "apply_resources", str(lab))
