@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.db import DatabaseError, InterfaceError, OperationalError
+from django.db import DatabaseError, InterfaceError, InternalError, OperationalError
 from django.http import Http404
 from psycopg.errors import LockNotAvailable, QueryCanceled
 from rest_framework import exceptions
@@ -45,8 +45,14 @@ def validation_problem(detail: Any):
     return problem_response(status=400, code="invalid_request", title="Invalid request", detail=summary, errors=errors)
 
 
+# Citus reports a worker it cannot reach as an internal error (SQLSTATE XX000), not a connection error.
+CITUS_WORKER_UNREACHABLE = ("failure on connection marked as essential", "connection to the remote node")
+
+
 def is_database_unavailable(exc: BaseException) -> bool:
     """Whether exc means the database cannot be reached or used, rather than a bad query or data."""
+    if isinstance(exc, InternalError) and str(exc).startswith(CITUS_WORKER_UNREACHABLE):
+        return True
     return isinstance(exc, (OperationalError, InterfaceError)) or type(exc) is DatabaseError
 
 
