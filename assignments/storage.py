@@ -153,13 +153,33 @@ def assignments_fetch(
     return version, stored
 
 
+# On Citus an INSERT ... SELECT from a JSON parameter is pulled through the coordinator:
+# the rows are computed there, copied to every shard as an intermediate result, then
+# inserted from it. A VALUES list is split by shard on the coordinator and each shard's
+# rows are sent as one INSERT, in the given order; one subject's is routed straight to
+# its shard.
+CITUS_INSERT = """
+INSERT INTO assignments_assignment (experiment_id, subject_id, variant_id, cohort, source, created_at)
+VALUES {values}
+ON CONFLICT (experiment_id, subject_id) DO NOTHING
+RETURNING experiment_id, subject_id, variant_id
+"""
+CITUS_INSERT_ROW = "(%s::bigint, %s, %s::bigint, %s::integer, %s, %s)"
+
+
 def assignments_insert(*, rows: Sequence[tuple[int, str, int, int, str]], created_at: datetime) -> Stored:
     """Insert (experiment pk, subject ID, variant pk, cohort, source) rows, given sorted by
     experiment and subject ID, skipping pairs already assigned; returns the rows this call inserted."""
-    sql = POSTGRES_INSERT if connection.vendor == "postgresql" else SQLITE_INSERT
+    vendor = _vendor()
     created = connection.ops.adapt_datetimefield_value(created_at)
+    if vendor == "citus":
+        sql = CITUS_INSERT.format(values=", ".join([CITUS_INSERT_ROW] * len(rows)))
+        params = [value for row in rows for value in (*row, created)]
+    else:
+        sql = POSTGRES_INSERT if vendor == "postgresql" else SQLITE_INSERT
+        params = [created, _json(rows)]
     with statement_cursor(table=TABLE) as cursor:
-        cursor.execute(sql, [created, _json(rows)])
+        cursor.execute(sql, params)
         return {(pk, subject_id): variant_pk for pk, subject_id, variant_pk in cursor.fetchall()}
 
 
