@@ -19,11 +19,12 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from assignments.distribution import DISTRIBUTED_TABLES, REFERENCE_TABLES, assignments_distributed
 from assignments.exports import assignment_rows
 from assignments.models import Assignment, AssignmentCount, Experiment
-from assignments.storage import FETCH
+from assignments.storage import CITUS_INSERT, CITUS_INSERT_ROW, FETCH
 from tests.server import PROJECT_DIR, wait_until
 
 on_citus = os.environ.get("TEST_CITUS") == "1"
@@ -101,6 +102,24 @@ def test_fetch__1000_subjects__one_task_per_shard_each_through_the_unique_index(
     assert all(node.get("Index Name", "").startswith("assignment_experiment_subject_unique") for node in scans), (
         json.dumps(scans)[:500]
     )
+
+
+@citus
+@pytest.mark.django_db
+def test_insert__1000_subjects__one_insert_per_shard_not_through_the_coordinator(demo_config):
+    experiment = Experiment.objects.get(key="checkout-button")
+    variant = experiment.variants.first()
+    rows = [(experiment.pk, f"n-{n:04d}", variant.pk, 1, "hashed") for n in range(1000)]
+    sql = CITUS_INSERT.format(values=", ".join([CITUS_INSERT_ROW] * len(rows)))
+    created = connection.ops.adapt_datetimefield_value(timezone.now())
+
+    plan = _plan(sql, [value for row in rows for value in (*row, created)])
+
+    assert plan["Custom Plan Provider"] == "Citus Adaptive"
+    assert "INSERT/SELECT method" not in json.dumps(plan)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'assignments_assignment'::regclass")
+        assert plan["Distributed Query"]["Job"]["Task Count"] == cursor.fetchone()[0]
 
 
 def _worker_ctl(action: str) -> None:
