@@ -54,6 +54,7 @@ DISTRIBUTED_TABLES = (
 # to the co-located shard of the counts instead: the same node and transaction, so a
 # rolled back insert rolls back its counts. The shard column names the writer. A shard
 # has no identity of its own: IDs come from the node's range of the table's sequence.
+# shard_name() gives the name quoted (and qualified when the schema is not on the path).
 CITUS_COUNT_SHARD_FUNCTION = """
 CREATE OR REPLACE FUNCTION assignments_count_shard(assignment_shard text) RETURNS text
 LANGUAGE sql STABLE AS $$
@@ -67,7 +68,7 @@ $$
 
 CITUS_UPSERT = """
 EXECUTE format($sql$
-INSERT INTO %I AS c (id, experiment_id, cohort, variant_id, source, day, shard, assignments)
+INSERT INTO %s AS c (id, experiment_id, cohort, variant_id, source, day, shard, assignments)
 SELECT nextval('assignments_assignmentcount_id_seq'), *
 FROM (SELECT experiment_id, cohort, variant_id, source, (created_at AT TIME ZONE 'UTC')::date, %L, {sign} count(*)
 FROM {rows}
