@@ -100,7 +100,7 @@ RETURNING experiment_id, subject_id, variant_id
 CITUS_FETCH = """
 UNION ALL
 SELECT experiment_id, subject_id, variant_id, NULL FROM assignments_assignment
-WHERE experiment_id = ANY(%s) AND subject_id = ANY(%s)
+WHERE experiment_id = ANY(%s::bigint[]) AND subject_id = ANY(%s::text[])
 """
 
 FETCH = {
@@ -261,12 +261,12 @@ JOIN assignments_assignment a ON a.experiment_id = f.experiment_id AND a.subject
 # Most new subjects have no links: one statement, then one for the assignments.
 CITUS_LINKS = """
 SELECT subject_type_a_id, subject_id_a, subject_type_b_id, subject_id_b FROM idlinks_identifierlink
-WHERE subject_id_a = ANY(%(ids)s) OR subject_id_b = ANY(%(ids)s)
+WHERE subject_id_a = ANY(%(ids)s::text[]) OR subject_id_b = ANY(%(ids)s::text[])
 """
 
 CITUS_LINKED_ASSIGNMENTS = """
 SELECT experiment_id, subject_id, variant_id, created_at FROM assignments_assignment
-WHERE experiment_id = ANY(%s) AND subject_id = ANY(%s)
+WHERE experiment_id = ANY(%s::bigint[]) AND subject_id = ANY(%s::text[])
 """
 
 

@@ -14,6 +14,7 @@ from config.healthz import database_probe, probe_connection
 from config.metrics import REGISTRY
 from idlinks.services import Identifier, id_link_create
 from tests.conftest import apply_yaml, database_unreachable
+from tests.locks import lock_waits_query
 from tests.observability import Samples, sample, samples
 from tests.server import wait_until
 
@@ -205,9 +206,7 @@ def test_database_unavailable__each_503_counted_as_unreachable(api, admin_token,
 
 def blocked_on_a_lock() -> bool:
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
-        )
+        cursor.execute(lock_waits_query())
         return cursor.fetchone()[0] > 0
 
 

@@ -10,13 +10,16 @@ from pathlib import Path
 import psycopg
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
 from django.db.models import Sum
 from django.utils import timezone
 
+from assignments.distribution import assignments_distributed
 from assignments.importing import BATCH_SIZE, ImportInvalid, assignments_import
 from assignments.models import Assignment, AssignmentCount, Experiment
 from tests.conftest import apply_yaml
 from tests.factories import AssignmentFactory, ExperimentFactory
+from tests.locks import lock_waits_query
 from tests.processes import CLOSED_STDOUT_MESSAGE, run_manage, run_manage_reader_leaves, run_manage_stderr_on_terminal
 from tests.server import database_url_for_tests, wait_until
 
@@ -425,13 +428,27 @@ def test_import__created_at_outside_the_datetime_range_in_utc__rejected_by_the_v
     assert Assignment.objects.count() == 0
 
 
+def api_insert_order(subject_ids: list[str]) -> list[str]:
+    """The order an API batch inserts these subjects in: by subject ID, and on Citus shard by shard first
+    (a multi-shard insert visits its shards in order, docs/scaling.md)."""
+    if not assignments_distributed():
+        return sorted(subject_ids)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT s, get_shard_id_for_distribution_column('assignments_assignment', s) FROM unnest(%s::text[]) s",
+            [subject_ids],
+        )
+        shards = dict(cursor.fetchall())
+    return sorted(subject_ids, key=lambda subject_id: (shards[subject_id], subject_id))
+
+
 @pytest.mark.postgres
-@pytest.mark.single_node("watches the server for a lock wait, which on Citus happens on a worker")
 @pytest.mark.django_db(transaction=True)
 def test_import__concurrent_api_batch_over_the_same_subjects__no_deadlock(checkout, tmp_path):
-    # Given a file listing "z" before "a", and a concurrent transaction that, like an API batch [a, z] (inserted
-    # in subject order), has inserted "a" and not yet "z"
-    path = csv_file(tmp_path, "subject_id,variant_id\nz,Green\na,Green\n")
+    # Given a file listing two subjects in the reverse of the order an API batch inserts them in, and a
+    # concurrent transaction that, like such a batch, has inserted the first and not yet the second
+    first, second = api_insert_order(["a", "z"])
+    path = csv_file(tmp_path, f"subject_id,variant_id\n{second},Green\n{first},Green\n")
     variant = checkout.variants.get(key="control").pk
     insert = (
         "INSERT INTO assignments_assignment (experiment_id, subject_id, variant_id, cohort, created_at) "
@@ -439,19 +456,15 @@ def test_import__concurrent_api_batch_over_the_same_subjects__no_deadlock(checko
     )
     api_like = psycopg.connect(database_url_for_tests())
     watcher = psycopg.connect(database_url_for_tests(), autocommit=True)
-    api_like.execute(insert, [checkout.pk, "a", variant])
+    api_like.execute(insert, [checkout.pk, first, variant])
     failures: list[BaseException] = []
 
     def api_batch_goes_on() -> None:
-        # Once the import waits for a lock (on "a", or on "z" if it sorted), the API batch inserts "z" and commits.
+        # Once the import waits for a lock (on the first, or on the second if it sorted), the API batch
+        # inserts the second and commits.
         try:
-            wait_until(
-                lambda: watcher.execute(
-                    "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
-                ).fetchone(),
-                timeout=20,
-            )
-            api_like.execute(insert, [checkout.pk, "z", variant])
+            wait_until(lambda: watcher.execute(lock_waits_query()).fetchone()[0] > 0, timeout=20)
+            api_like.execute(insert, [checkout.pk, second, variant])
             api_like.commit()
         except BaseException as exc:
             failures.append(exc)
