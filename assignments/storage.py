@@ -344,7 +344,7 @@ def assignments_insert_rows(
 ) -> set[str]:
     """Insert (subject ID, variant pk, created at) rows with one source, skipping subjects already
     assigned (assignment_experiment_subject_unique); returns the subject IDs this call inserted."""
-    postgres = _vendor() != "sqlite"
+    postgres = connection.vendor == "postgresql"
     items = [
         [subject_id, variant_pk, moment.isoformat() if postgres else connection.ops.adapt_datetimefield_value(moment)]
         for subject_id, variant_pk, moment in rows
@@ -367,7 +367,6 @@ DELETE FROM assignments_assignment WHERE id IN (
 
 def assignments_delete_batch(*, experiment_pk: int, limit: int) -> int:
     """Delete up to `limit` of the experiment's assignments; returns how many."""
-    _vendor()
     with connection.cursor() as cursor:
         cursor.execute(DELETE_BATCH, [experiment_pk, limit])
         return cursor.rowcount
