@@ -22,23 +22,18 @@ from django.db import migrations, models
 
 from config.primarykeys import primary_key_replace
 
-SHARDS = 32
-
-
-POSTGRES_UPSERT = """
-INSERT INTO assignments_assignmentcount AS c (experiment_id, cohort, variant_id, source, day, shard, assignments)
-SELECT experiment_id, cohort, variant_id, source, (created_at AT TIME ZONE 'UTC')::date, {shard}, {sign} count(*)
-FROM {rows}
-GROUP BY 1, 2, 3, 4, 5, 6
-ORDER BY 1, 2, 3, 4, 5, 6
-ON CONFLICT (experiment_id, cohort, variant_id, source, day, shard)
-DO UPDATE SET assignments = c.assignments + EXCLUDED.assignments
-"""
+# Migration 0004's statements: its count functions' upsert, and SQLite's triggers. SQLite
+# rebuilds the counts table to change a column's type, and refuses to while those
+# triggers name it: they are dropped for the rebuild and made again.
+_triggers = importlib.import_module("assignments.migrations.0004_assignment_count_triggers")
+SHARDS = _triggers.SHARDS
+SQLITE_TRIGGERS_DROP = _triggers.SQLITE_BACKWARD
+SQLITE_TRIGGERS_CREATE = [statement for statement in _triggers.SQLITE_FORWARD if "CREATE TRIGGER" in statement]
 
 
 def _postgres_function(name: str, *steps: tuple[str, str], shard: str) -> str:
     # The functions of migration 0004, with the shard written as `shard`.
-    body = ";\n".join(POSTGRES_UPSERT.format(shard=shard, sign=sign, rows=rows) for rows, sign in steps)
+    body = ";\n".join(_triggers.POSTGRES_UPSERT.format(shard=shard, sign=sign, rows=rows) for rows, sign in steps)
     return (
         f"CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$\n"
         f"BEGIN\n{body};\nRETURN NULL;\nEND\n$$"
@@ -53,27 +48,9 @@ def _count_functions(shard: str) -> list[str]:
     ]
 
 
-def _run_on_postgres(statements):
+def _run_on(vendor: str, statements):
     def run(apps, schema_editor):
-        if schema_editor.connection.vendor != "postgresql":
-            return
-        with schema_editor.connection.cursor() as cursor:
-            for statement in statements:
-                cursor.execute(statement)
-
-    return run
-
-
-# SQLite rebuilds the counts table to change a column's type, and refuses to while the
-# triggers of migration 0004 name it: they are dropped for the rebuild and made again.
-_triggers = importlib.import_module("assignments.migrations.0004_assignment_count_triggers")
-SQLITE_TRIGGERS_DROP = _triggers.SQLITE_BACKWARD
-SQLITE_TRIGGERS_CREATE = [statement for statement in _triggers.SQLITE_FORWARD if "CREATE TRIGGER" in statement]
-
-
-def _run_on_sqlite(statements):
-    def run(apps, schema_editor):
-        if schema_editor.connection.vendor != "sqlite":
+        if schema_editor.connection.vendor != vendor:
             return
         with schema_editor.connection.cursor() as cursor:
             for statement in statements:
@@ -97,12 +74,12 @@ class Migration(migrations.Migration):
     dependencies = [("assignments", "0005_experiment_follow_links")]
 
     operations = [
-        migrations.RunPython(_run_on_sqlite(SQLITE_TRIGGERS_DROP), _run_on_sqlite(SQLITE_TRIGGERS_CREATE)),
+        migrations.RunPython(_run_on("sqlite", SQLITE_TRIGGERS_DROP), _run_on("sqlite", SQLITE_TRIGGERS_CREATE)),
         migrations.AlterField(
             model_name="assignmentcount",
             name="shard",
             field=models.CharField(max_length=40),
         ),
-        migrations.RunPython(_run_on_sqlite(SQLITE_TRIGGERS_CREATE), _run_on_sqlite(SQLITE_TRIGGERS_DROP)),
-        migrations.RunPython(_run_on_postgres(FORWARD), _run_on_postgres(BACKWARD)),
+        migrations.RunPython(_run_on("sqlite", SQLITE_TRIGGERS_CREATE), _run_on("sqlite", SQLITE_TRIGGERS_DROP)),
+        migrations.RunPython(_run_on("postgresql", FORWARD), _run_on("postgresql", BACKWARD)),
     ]
