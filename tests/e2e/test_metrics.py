@@ -83,8 +83,9 @@ def test_metrics__two_workers__both_count_a_scrape_adds_them_up_and_a_stopped_on
         log_path = PROJECT_DIR / "var" / f"gunicorn-e2e-{base_url.rsplit(':', 1)[1]}.log"
         wait_until(lambda: httpx.get(f"{base_url}/healthz").status_code == 200, timeout=15)
         assert "counter_1.db" not in {path.name for path in directory.iterdir()}
+        # /healthz may be answered by the first worker before the second has started
+        wait_until(lambda: len(worker_pids(process.pid)) == 2, timeout=15)
         workers = worker_pids(process.pid)
-        assert len(workers) == 2
 
         # When clients on connections of their own send requests until both workers have answered some
         sent = []
