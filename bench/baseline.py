@@ -18,8 +18,8 @@ then the insert. An identifier link is the service's one INSERT ... ON CONFLICT
 DO NOTHING, with the subject types read once.
 
 On a Citus coordinator (assignments distributed, bench/run --citus-workers) every
-assignment scenario sends storage.py's statements, with the fetch in its Citus
-form: Citus refuses the PostgreSQL fetch, and sends the array fetch to every
+assignment scenario sends storage.py's statements, with the fetch and the insert
+in their Citus forms: Citus refuses the PostgreSQL fetch, and sends the array fetch to every
 shard, which would make a floor of more work than the service does there. The
 followLinks scenarios are not for a Citus run: Citus refuses POSTGRES_LINK_GRAPH.
 """
@@ -36,7 +36,7 @@ import psycopg
 
 from assignments.hashing import Allocation
 from assignments.linking import link_graph, linked_first, walk_params
-from assignments.storage import FETCH, POSTGRES_INSERT, POSTGRES_LINK_GRAPH
+from assignments.storage import CITUS_INSERT, CITUS_INSERT_ROW, FETCH, POSTGRES_INSERT, POSTGRES_LINK_GRAPH
 from bench.scenarios import ASSIGN, EXPERIMENT_ID, LINK, SUBJECT, Scenario, SubjectIds
 
 FETCH_ARRAYS = """
@@ -220,10 +220,13 @@ def pairs_store(
             )
         else:
             rows.append([pk, subject_id, variant_pk, experiment.cohort, "linked"])
-    inserted = {
-        (pk, subject_id): variant_pk
-        for pk, subject_id, variant_pk in connection.execute(POSTGRES_INSERT, [datetime.now(UTC), _json(rows)])
-    }
+    now = datetime.now(UTC)
+    if assignments_distributed(connection):
+        insert = CITUS_INSERT.format(values=", ".join([CITUS_INSERT_ROW] * len(rows)))
+        cursor = connection.execute(insert, [value for row in rows for value in (*row, now)])
+    else:
+        cursor = connection.execute(POSTGRES_INSERT, [now, _json(rows)])
+    inserted = {(pk, subject_id): variant_pk for pk, subject_id, variant_pk in cursor}
     stored.update(inserted)
     lost: dict[int, list[str]] = {}
     for pk, subject_id in missing:
