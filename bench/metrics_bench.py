@@ -138,6 +138,7 @@ def metrics_table(runs: list[dict[str, Any]]) -> Table:
         "p99 ms off",
         "app cpu ms/req on",
         "app cpu ms/req off",
+        "on - off (app cpu µs/req)",
         "errors",
     ]
     summary = {(run["scenario"], run["concurrency"], run["metrics"]): run for run in medians(runs)}
@@ -147,6 +148,7 @@ def metrics_table(runs: list[dict[str, Any]]) -> Table:
         if on is None or off is None:
             continue
         ratio = _per_round_ratio(runs, scenario, concurrency)
+        cpu_on, cpu_off = on["cpu_ms_per_request"]["app"], off["cpu_ms_per_request"]["app"]
         rows.append(
             [
                 scenario,
@@ -160,8 +162,9 @@ def metrics_table(runs: list[dict[str, Any]]) -> Table:
                 _number(off["p50_ms"], 2),
                 _number(on["p99_ms"], 2),
                 _number(off["p99_ms"], 2),
-                _number(on["cpu_ms_per_request"]["app"], 3),
-                _number(off["cpu_ms_per_request"]["app"], 3),
+                _number(cpu_on, 3),
+                _number(cpu_off, 3),
+                "n/a" if cpu_on is None or cpu_off is None else f"{(cpu_on - cpu_off) * 1000:+.0f}",
                 str(on["errors"] + off["errors"]),
             ]
         )
@@ -172,7 +175,7 @@ def results_markdown(results: dict[str, Any]) -> str:
     setup = results["setup"]
     gunicorn = "; ".join(
         f"{entry['settings']['worker_class']}, {entry['settings']['workers']} workers x "
-        f"{entry['settings']['threads']} threads ({', '.join(entry['targets'])})"
+        f"{entry['settings']['threads']} threads ({' and '.join(entry['targets'])})"
         for entry in setup["gunicorn"]
     )
     return "\n".join(
@@ -187,7 +190,8 @@ def results_markdown(results: dict[str, Any]) -> str:
             f"- {setup['seed']['assignments']:,} assignments at the start; {', '.join(map(str, setup['concurrency']))} "
             f"clients; {setup['warmup']} s warm-up and {setup['duration']} s measured per run; {setup['repeat']} "
             "rounds, metrics on and off alternating within each (the first of the two alternating between rounds)",
-            "- cost: 1 - (on ÷ off), the throughput the metrics take; negative when the on runs were faster",
+            "- cost: 1 - (on ÷ off), the throughput the metrics take; negative when the on runs were faster; "
+            "app cpu: the gunicorn workers' CPU time per request",
             "",
             "## Metrics on and off",
             "",

@@ -41,12 +41,17 @@ def metrics_directory() -> Path | None:
 
 def metrics_directory_prepare() -> Path:
     """The directory named by PROMETHEUS_MULTIPROC_DIR, created if missing; without the variable, a new one
-    for this server, set in the variable and removed when the process that made it exits."""
+    for this server (under /dev/shm where there is one), set in the variable and removed when the process
+    that made it exits."""
     directory = metrics_directory()
     if directory is not None:
         directory.mkdir(parents=True, exist_ok=True)
         return directory
-    directory = Path(tempfile.mkdtemp(prefix="service-metrics-"))
+    # In memory where the system has it: a page of a file on disk that the kernel is writing back stalls
+    # the worker that counts into it, as gunicorn says of its own heartbeat file (worker_tmp_dir).
+    # mkdtemp makes a directory only this user can enter, with a name no one can guess.
+    shared_memory = "/dev/shm" if os.path.isdir("/dev/shm") else None  # noqa: S108
+    directory = Path(tempfile.mkdtemp(prefix="service-metrics-", dir=shared_memory))
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
     owner = os.getpid()
 
