@@ -47,8 +47,8 @@ def metrics_directory_prepare() -> Path:
     if directory is not None:
         directory.mkdir(parents=True, exist_ok=True)
         return directory
-    # In memory where the system has it: a page of a file on disk that the kernel is writing back stalls
-    # the worker that counts into it, as gunicorn says of its own heartbeat file (worker_tmp_dir).
+    # In memory where the system has it: a page of a file on disk that the kernel is writing back can
+    # stall the worker that counts into it, as gunicorn says of its own heartbeat file (worker_tmp_dir).
     # mkdtemp makes a directory only this user can enter, with a name no one can guess.
     shared_memory = "/dev/shm" if os.path.isdir("/dev/shm") else None  # noqa: S108
     directory = Path(tempfile.mkdtemp(prefix="service-metrics-", dir=shared_memory))
