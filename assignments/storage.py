@@ -167,14 +167,19 @@ RETURNING experiment_id, subject_id, variant_id
 CITUS_INSERT_ROW = "(%s::bigint, %s, %s::bigint, %s::integer, %s, %s)"
 
 
+def citus_insert(rows: Sequence[Sequence], created_at) -> tuple[str, list]:
+    """CITUS_INSERT for these (experiment pk, subject ID, variant pk, cohort, source) rows, and its parameters."""
+    sql = CITUS_INSERT.format(values=", ".join([CITUS_INSERT_ROW] * len(rows)))
+    return sql, [value for row in rows for value in (*row, created_at)]
+
+
 def assignments_insert(*, rows: Sequence[tuple[int, str, int, int, str]], created_at: datetime) -> Stored:
     """Insert (experiment pk, subject ID, variant pk, cohort, source) rows, given sorted by
     experiment and subject ID, skipping pairs already assigned; returns the rows this call inserted."""
     vendor = _vendor()
     created = connection.ops.adapt_datetimefield_value(created_at)
     if vendor == "citus":
-        sql = CITUS_INSERT.format(values=", ".join([CITUS_INSERT_ROW] * len(rows)))
-        params = [value for row in rows for value in (*row, created)]
+        sql, params = citus_insert(rows, created)
     else:
         sql = POSTGRES_INSERT if vendor == "postgresql" else SQLITE_INSERT
         params = [created, _json(rows)]

@@ -36,7 +36,7 @@ import psycopg
 
 from assignments.hashing import Allocation
 from assignments.linking import link_graph, linked_first, walk_params
-from assignments.storage import CITUS_INSERT, CITUS_INSERT_ROW, FETCH, POSTGRES_INSERT, POSTGRES_LINK_GRAPH
+from assignments.storage import FETCH, POSTGRES_INSERT, POSTGRES_LINK_GRAPH, citus_insert
 from bench.scenarios import ASSIGN, EXPERIMENT_ID, LINK, SUBJECT, Scenario, SubjectIds
 
 FETCH_ARRAYS = """
@@ -222,8 +222,7 @@ def pairs_store(
             rows.append([pk, subject_id, variant_pk, experiment.cohort, "linked"])
     now = datetime.now(UTC)
     if assignments_distributed(connection):
-        insert = CITUS_INSERT.format(values=", ".join([CITUS_INSERT_ROW] * len(rows)))
-        cursor = connection.execute(insert, [value for row in rows for value in (*row, now)])
+        cursor = connection.execute(*citus_insert(rows, now))
     else:
         cursor = connection.execute(POSTGRES_INSERT, [now, _json(rows)])
     inserted = {(pk, subject_id): variant_pk for pk, subject_id, variant_pk in cursor}

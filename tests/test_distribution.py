@@ -24,7 +24,7 @@ from django.utils import timezone
 from assignments.distribution import DISTRIBUTED_TABLES, REFERENCE_TABLES, assignments_distributed
 from assignments.exports import assignment_rows
 from assignments.models import Assignment, AssignmentCount, Experiment
-from assignments.storage import CITUS_INSERT, CITUS_INSERT_ROW, FETCH
+from assignments.storage import FETCH, citus_insert
 from tests.server import PROJECT_DIR, wait_until
 
 on_citus = os.environ.get("TEST_CITUS") == "1"
@@ -114,10 +114,9 @@ def test_insert__1000_subjects__one_insert_per_shard_not_through_the_coordinator
     experiment = Experiment.objects.get(key="checkout-button")
     variant = experiment.variants.first()
     rows = [(experiment.pk, f"n-{n:04d}", variant.pk, 1, "hashed") for n in range(1000)]
-    sql = CITUS_INSERT.format(values=", ".join([CITUS_INSERT_ROW] * len(rows)))
     created = connection.ops.adapt_datetimefield_value(timezone.now())
 
-    plan = _plan(sql, [value for row in rows for value in (*row, created)])
+    plan = _plan(*citus_insert(rows, created))
 
     assert plan["Custom Plan Provider"] == "Citus Adaptive"
     assert "INSERT/SELECT method" not in json.dumps(plan)
