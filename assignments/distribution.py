@@ -108,6 +108,13 @@ def citus_version() -> str | None:
 
 _distributed: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
+# Asked in turn: the second names Citus's catalog, which exists only with the extension.
+CITUS_INSTALLED = "SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')"
+ASSIGNMENTS_DISTRIBUTED = (
+    "SELECT EXISTS (SELECT FROM pg_dist_partition WHERE partmethod = 'h' "
+    "AND logicalrelid = 'assignments_assignment'::regclass)"
+)
+
 
 def assignments_distributed() -> bool:
     """Whether assignments_assignment is a distributed Citus table, asked once per database connection.
@@ -123,13 +130,10 @@ def assignments_distributed() -> bool:
     known = _distributed.get(raw)
     if known is None:
         with connection.wrap_database_errors, raw.cursor() as cursor:
-            cursor.execute("SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')")
+            cursor.execute(CITUS_INSTALLED)
             known = cursor.fetchone()[0]
             if known:
-                cursor.execute(
-                    "SELECT EXISTS (SELECT FROM pg_dist_partition WHERE partmethod = 'h' "
-                    "AND logicalrelid = 'assignments_assignment'::regclass)"
-                )
+                cursor.execute(ASSIGNMENTS_DISTRIBUTED)
                 known = cursor.fetchone()[0]
         _distributed[raw] = known
     return known

@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 import orjson
 import psycopg
 
+from assignments.distribution import ASSIGNMENTS_DISTRIBUTED, CITUS_INSTALLED
 from assignments.hashing import Allocation
 from assignments.linking import link_graph, linked_first, walk_params
 from assignments.storage import FETCH, POSTGRES_INSERT, POSTGRES_LINK_GRAPH, citus_insert
@@ -145,12 +146,9 @@ def assignments_distributed(connection: psycopg.Connection) -> bool:
     (what assignments/distribution.py asks of Django's connection)."""
     known = _distributed.get(connection)
     if known is None:
-        (known,) = connection.execute("SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')").fetchone()
+        (known,) = connection.execute(CITUS_INSTALLED).fetchone()
         if known:
-            (known,) = connection.execute(
-                "SELECT EXISTS (SELECT FROM pg_dist_partition WHERE partmethod = 'h' "
-                "AND logicalrelid = 'assignments_assignment'::regclass)"
-            ).fetchone()
+            (known,) = connection.execute(ASSIGNMENTS_DISTRIBUTED).fetchone()
         _distributed[connection] = known
     return known
 
