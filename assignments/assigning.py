@@ -43,7 +43,12 @@ def _new_rows(states: dict[int, ExperimentState], missing: list[tuple[int, str]]
     """The rows to store for the missing pairs, sorted: carried over from a linked identifier where
     the experiment follows links and one is assigned (assignments/linking.py), else hashed."""
     following = [(pk, states[pk].subject_type_pk, subject_id) for pk, subject_id in missing if states[pk].follow_links]
-    linked = linked_first(following, assignments_link_graph(asked=following)) if following else {}
+    linked: dict[tuple[int, str], int] = {}
+    if following:
+        carried = linked_first(following, assignments_link_graph(asked=following))
+        linked = carried.variants
+        for pk, count in Counter(pk for pk, _ in carried.bounded).items():
+            metrics.link_walks_bounded(experiment=states[pk].key, count=count)
     rows = []
     for pk, subject_id in missing:
         state = states[pk]

@@ -11,6 +11,14 @@ type (by primary key, the order they were created in) and subject ID (by code po
 are visited up to MAX_IDENTIFIERS (the subject itself not counted). Of those of the
 experiment's subject type that have an assignment in it, the earliest (ties: the
 smaller subject ID) gives its variant.
+
+The work is bounded, not only the result, because clients build the graph (POST
+/id-link): the statement returns at most MAX_LINK_ROWS rows, and the walks of one
+request make at most MAX_VISITS neighbour visits between them. A subject whose walk a
+bound stops gets the formula instead (its pair is in `Carried.bounded`, which the
+caller counts). And a component whose identifiers are all within MAX_DEPTH links of
+each other, and no more than the identifier bound, is walked once, not once per new
+subject in it: every walk from inside it would visit the same identifiers.
 """
 
 from __future__ import annotations
@@ -26,6 +34,11 @@ MAX_DEPTH = 4
 MAX_IDENTIFIERS = 1000
 # Links read per identifier and side: one identifier with a million links costs a bounded read.
 FANOUT = MAX_IDENTIFIERS
+# A request's whole share of the link graph. Measured on PostgreSQL (docs/following-links.md),
+# 180,000 rows took the statement 0.6 s and this module 0.2 s, and a neighbour visit 0.3 µs:
+# at these bounds the in-memory part stays well under a second, whatever the links.
+MAX_LINK_ROWS = 200_000
+MAX_VISITS = 500_000
 
 # (subject type pk, subject ID)
 Node = tuple[int, str]
@@ -40,6 +53,18 @@ class LinkGraph:
     links: list[tuple[Node, Node]]
     # (experiment pk, identifier) -> (created at, variant pk)
     assignments: dict[tuple[int, Node], tuple[datetime, int]]
+    # False when the statement had more than MAX_LINK_ROWS rows to give: the graph is then empty.
+    complete: bool = True
+
+
+@dataclass(frozen=True)
+class Carried:
+    """What following links decided for a batch's new subjects."""
+
+    # (experiment pk, subject ID) -> the variant pk carried over from a linked identifier.
+    variants: dict[tuple[int, str], int]
+    # The (experiment pk, subject ID) pairs whose walk a bound of the request's work stopped.
+    bounded: frozenset[tuple[int, str]]
 
 
 def walk_params(asked: Sequence[Asked]) -> dict:
@@ -49,14 +74,21 @@ def walk_params(asked: Sequence[Asked]) -> dict:
         "following": json.dumps(sorted({(pk, type_pk) for pk, type_pk, _ in asked})),
         "depth": MAX_DEPTH,
         "fanout": FANOUT,
+        # One more than the bound, so a graph exactly at the bound is told from one past it.
+        "rows": MAX_LINK_ROWS + 1,
     }
 
 
 def link_graph(rows: Iterable[tuple]) -> LinkGraph:
     """The walk's rows as a LinkGraph: a link (identifier, identifier, NULLs) or an assignment
-    (identifier, NULLs, experiment pk, variant pk, created at)."""
+    (identifier, NULLs, experiment pk, variant pk, created at). More than MAX_LINK_ROWS rows
+    give an incomplete, empty graph."""
     graph = LinkGraph(links=[], assignments={})
-    for type_pk, subject_id, other_type_pk, other_id, experiment_pk, variant_pk, created_at in rows:
+    for count, (type_pk, subject_id, other_type_pk, other_id, experiment_pk, variant_pk, created_at) in enumerate(
+        rows, 1
+    ):
+        if count > MAX_LINK_ROWS:
+            return LinkGraph(links=[], assignments={}, complete=False)
         if experiment_pk is None:
             graph.links.append(((type_pk, subject_id), (other_type_pk, other_id)))
         else:
@@ -64,47 +96,107 @@ def link_graph(rows: Iterable[tuple]) -> LinkGraph:
     return graph
 
 
-def visited(start: Node, neighbours: dict[Node, set[Node]]) -> list[Node]:
-    """The identifiers a walk from `start` visits, in the order of the rule."""
+class _Budget:
+    """Neighbour visits left to the walks of one request."""
+
+    def __init__(self, visits: float) -> None:
+        self.visits = visits
+
+    def spend(self, visits: int) -> bool:
+        """Take `visits` if that many are left; False, taking none, if not."""
+        if visits > self.visits:
+            return False
+        self.visits -= visits
+        return True
+
+
+@dataclass(frozen=True)
+class _Walk:
+    # The identifiers visited, in the order of the rule.
+    order: list[Node]
+    # True when the walk reached every identifier of its component, all within half of
+    # MAX_DEPTH links and fewer than MAX_IDENTIFIERS of them: any two are then within
+    # MAX_DEPTH links of each other, so a walk from any of them visits all the others.
+    whole_component: bool
+
+
+def _walk(start: Node, neighbours: dict[Node, set[Node]], budget: _Budget) -> _Walk | None:
+    """The walk from `start`; None if the budget ran out before it ended."""
     seen = {start}
     order: list[Node] = []
     frontier = [start]
-    for _ in range(MAX_DEPTH):
-        level = sorted({node for current in frontier for node in neighbours.get(current, ())} - seen)
+    for depth in range(MAX_DEPTH):
+        found: set[Node] = set()
+        for current in frontier:
+            near = neighbours.get(current, ())
+            if not budget.spend(len(near)):
+                return None
+            found.update(near)
+        level = sorted(found - seen)
         if not level:
-            break
+            # Nothing is farther than `depth` links from the start.
+            return _Walk(order=order, whole_component=depth <= MAX_DEPTH // 2)
         order.extend(level)
         if len(order) >= MAX_IDENTIFIERS:
             # Farther identifiers come after every one of these, past the bound.
-            return order[:MAX_IDENTIFIERS]
+            return _Walk(order=order[:MAX_IDENTIFIERS], whole_component=False)
         seen.update(level)
         frontier = level
-    return order
+    return _Walk(order=order, whole_component=False)
 
 
-def linked_first(asked: Sequence[Asked], graph: LinkGraph) -> dict[tuple[int, str], int]:
+def visited(start: Node, neighbours: dict[Node, set[Node]]) -> list[Node]:
+    """The identifiers a walk from `start` visits, in the order of the rule, with no bound on the work."""
+    walk = _walk(start, neighbours, _Budget(visits=float("inf")))
+    assert walk is not None
+    return walk.order
+
+
+def linked_first(asked: Sequence[Asked], graph: LinkGraph) -> Carried:
     """For each asked (experiment pk, subject type pk, subject ID), the variant pk of the first
-    assigned identifier of that type that its walk visits, where there is one."""
+    assigned identifier of that type that its walk visits, where there is one, and the pairs
+    whose walk a bound stopped."""
+    if not graph.complete:
+        return Carried(variants={}, bounded=frozenset((pk, subject_id) for pk, _, subject_id in asked))
     if not graph.assignments:
-        return {}
+        return Carried(variants={}, bounded=frozenset())
     neighbours: dict[Node, set[Node]] = defaultdict(set)
     for first, second in graph.links:
         neighbours[first].add(second)
         neighbours[second].add(first)
-    walks: dict[Node, list[Node]] = {}
-    found = {}
-    for experiment_pk, type_pk, subject_id in asked:
+    budget = _Budget(MAX_VISITS)
+    # Each start's walk, or its component's (its own identifiers included: it has no
+    # assignment in an experiment that asks for it); None where the budget ran out.
+    walks: dict[Node, list[Node] | None] = {}
+    # The variant pk each walk, or component, gives each experiment: by id() of its list of nodes.
+    found: dict[tuple[int, int], int | None] = {}
+    variants = {}
+    bounded = set()
+    for experiment_pk, type_pk, subject_id in sorted(asked):
         start = (type_pk, subject_id)
         if start not in neighbours:
             # Most new subjects have no link at all.
             continue
         if start not in walks:
-            walks[start] = visited(start, neighbours)
-        candidates = _assigned(graph, experiment_pk, (node for node in walks[start] if node[0] == type_pk))
-        if candidates:
-            (_, _), variant_pk = min(candidates)
-            found[(experiment_pk, subject_id)] = variant_pk
-    return found
+            walk = _walk(start, neighbours, budget)
+            if walk is None:
+                walks[start] = None
+            elif walk.whole_component:
+                component = [start, *walk.order]
+                walks.update(dict.fromkeys(component, component))
+            else:
+                walks[start] = walk.order
+        nodes = walks[start]
+        if nodes is None:
+            bounded.add((experiment_pk, subject_id))
+            continue
+        key = (id(nodes), experiment_pk)
+        if key not in found:
+            candidates = _assigned(graph, experiment_pk, (node for node in nodes if node[0] == type_pk))
+            found[key] = min(candidates)[1] if candidates else None
+        if found[key] is not None:
+            variants[(experiment_pk, subject_id)] = found[key]
+    return Carried(variants=variants, bounded=frozenset(bounded))
 
 
 def _assigned(graph: LinkGraph, experiment_pk: int, nodes: Iterable[Node]) -> list[tuple[tuple[datetime, str], int]]:

@@ -22,7 +22,16 @@ from django.db import connection
 from django.utils.dateparse import parse_datetime
 
 from assignments.distribution import assignments_distributed
-from assignments.linking import FANOUT, MAX_DEPTH, Asked, LinkGraph, Node, link_graph, walk_params
+from assignments.linking import (
+    FANOUT,
+    MAX_DEPTH,
+    MAX_LINK_ROWS,
+    Asked,
+    LinkGraph,
+    Node,
+    link_graph,
+    walk_params,
+)
 from config.database import statement_cursor
 
 TABLE = "assignments_assignment"
@@ -195,7 +204,8 @@ def assignments_insert(*, rows: Sequence[tuple[int, str, int, int, str]], create
 # is shared: many new subjects near one busy identifier read its links once, not once
 # each. Its rows carry their depth, so UNION ends it at that depth in a component full of
 # cycles. On PostgreSQL each identifier's links are read at most %(fanout)s a side, so an
-# identifier with a million links (a shared device, a bot) costs a bounded read.
+# identifier with a million links (a shared device, a bot) costs a bounded read. At most
+# %(rows)s rows come back (linking.MAX_LINK_ROWS and one more, to tell that the bound was hit).
 POSTGRES_NEIGHBOURS = """
     (SELECT l.subject_type_b_id, l.subject_id_b FROM idlinks_identifierlink l
      WHERE l.subject_type_a_id = {node}.type_id AND l.subject_id_a = {node}.subject_id LIMIT %(fanout)s)
@@ -225,6 +235,7 @@ SELECT r.type_id, r.subject_id, NULL, NULL, a.experiment_id, a.variant_id, a.cre
 FROM reached r
 JOIN following f ON f.type_id = r.type_id
 JOIN assignments_assignment a ON a.experiment_id = f.experiment_id AND a.subject_id = r.subject_id
+LIMIT %(rows)s
 """.replace("{walk_neighbours}", POSTGRES_NEIGHBOURS.format(node="w")).replace(
     "{reached_neighbours}", POSTGRES_NEIGHBOURS.format(node="r")
 )
@@ -257,6 +268,7 @@ SELECT r.type_id, r.subject_id, NULL, NULL, a.experiment_id, a.variant_id, a.cre
 FROM reached r
 JOIN following f ON f.type_id = r.type_id
 JOIN assignments_assignment a ON a.experiment_id = f.experiment_id AND a.subject_id = r.subject_id
+LIMIT %(rows)s
 """
 
 
@@ -267,6 +279,7 @@ JOIN assignments_assignment a ON a.experiment_id = f.experiment_id AND a.subject
 CITUS_LINKS = """
 SELECT subject_type_a_id, subject_id_a, subject_type_b_id, subject_id_b FROM idlinks_identifierlink
 WHERE subject_id_a = ANY(%(ids)s::text[]) OR subject_id_b = ANY(%(ids)s::text[])
+LIMIT %(limit)s
 """
 
 CITUS_LINKED_ASSIGNMENTS = """
@@ -277,15 +290,21 @@ WHERE experiment_id = ANY(%s::bigint[]) AND subject_id = ANY(%s::text[])
 
 def _citus_link_graph(cursor, asked: Sequence[Asked]) -> LinkGraph:
     """What POSTGRES_LINK_GRAPH reads, level by level: the same links out of every identifier
-    nearer than MAX_DEPTH, up to FANOUT a side, and the same assignments."""
+    nearer than MAX_DEPTH, up to FANOUT a side, and the same assignments; incomplete once a
+    level would take the rows read past MAX_LINK_ROWS (here a hub's links are read whole, then
+    cut to FANOUT a side, so the bound counts the rows read, not only those kept)."""
     frontier = {(type_pk, subject_id) for _, type_pk, subject_id in asked}
     reached = set(frontier)
     rows: list[tuple] = []
     for _ in range(MAX_DEPTH):
-        cursor.execute(CITUS_LINKS, {"ids": sorted({subject_id for _, subject_id in frontier})})
+        limit = MAX_LINK_ROWS + 1 - len(rows)
+        cursor.execute(CITUS_LINKS, {"ids": sorted({subject_id for _, subject_id in frontier}), "limit": limit})
+        level = cursor.fetchall()
+        if len(level) == limit:
+            return LinkGraph(links=[], assignments={}, complete=False)
         taken: Counter[tuple[Node, str]] = Counter()
         found: set[Node] = set()
-        for type_a, id_a, type_b, id_b in cursor.fetchall():
+        for type_a, id_a, type_b, id_b in level:
             for node, other, side in (((type_a, id_a), (type_b, id_b), "a"), ((type_b, id_b), (type_a, id_a), "b")):
                 if node in frontier and taken[(node, side)] < FANOUT:
                     taken[(node, side)] += 1

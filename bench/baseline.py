@@ -201,7 +201,7 @@ def pairs_store(
     linked: Stored = {}
     if following:
         graph = link_graph(connection.execute(POSTGRES_LINK_GRAPH, walk_params(following)))
-        linked = linked_first(following, graph)
+        linked = linked_first(following, graph).variants
     rows = []
     for pk, subject_id in missing:
         experiment = by_pk[pk]

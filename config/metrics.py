@@ -46,6 +46,13 @@ ASSIGNMENT_CONFLICTS_LOST = Counter(
     ["experiment"],
     registry=REGISTRY,
 )
+LINK_WALKS_BOUNDED = Counter(
+    "assignment_link_walks_bounded_total",
+    "New subjects of experiments that follow links whose walk was stopped by a bound on a request's work "
+    "(link rows read or neighbours visited), so the formula decided their variant, by experiment.",
+    ["experiment"],
+    registry=REGISTRY,
+)
 DATABASE_UNAVAILABLE = Counter(
     "database_unavailable_total",
     "503 database_unavailable answers, by reason: unreachable (no connection, or it broke) or timeout "
@@ -90,6 +97,11 @@ def assignments_created(*, experiment: str, source: str, count: int) -> None:
 def assignment_conflicts_lost(*, experiment: str, count: int) -> None:
     if settings.METRICS_ENABLED:
         ASSIGNMENT_CONFLICTS_LOST.labels(experiment).inc(count)
+
+
+def link_walks_bounded(*, experiment: str, count: int) -> None:
+    if settings.METRICS_ENABLED:
+        LINK_WALKS_BOUNDED.labels(experiment).inc(count)
 
 
 def database_unavailable_answered(*, timeout: bool) -> None:

@@ -34,6 +34,7 @@ HELP_NAMES = {
     "http_request_duration_seconds",
     "assignments_created_total",
     "assignment_conflicts_lost_total",
+    "assignment_link_walks_bounded_total",
     "database_unavailable_total",
     "api_token_cache_lookups_total",
     "healthz_checks_total",

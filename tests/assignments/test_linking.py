@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
-from assignments.linking import MAX_IDENTIFIERS, LinkGraph, linked_first, visited
+from hypothesis import given
+from hypothesis import strategies as st
+
+from assignments.linking import (
+    MAX_DEPTH,
+    MAX_IDENTIFIERS,
+    MAX_LINK_ROWS,
+    MAX_VISITS,
+    Carried,
+    LinkGraph,
+    link_graph,
+    linked_first,
+    visited,
+)
 
 COOKIE, USER, DEVICE = 1, 2, 3
 EARLY, LATE = datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 6, 1, tzinfo=UTC)
@@ -61,7 +74,114 @@ def test_linked_first__earliest_then_smaller_id__per_experiment_and_subject_type
         },
     )
 
-    assert linked_first([(7, COOKIE, "new"), (8, COOKIE, "new"), (9, COOKIE, "new")], graph) == {
-        (7, "new"): 72,
-        (8, "new"): 82,
-    }
+    assert linked_first([(7, COOKIE, "new"), (8, COOKIE, "new"), (9, COOKIE, "new")], graph) == Carried(
+        variants={(7, "new"): 72, (8, "new"): 82}, bounded=frozenset()
+    )
+
+
+def reference_walk(start, links) -> list:
+    """The rule's walk, written independently: breadth first, each level sorted, the first MAX_IDENTIFIERS."""
+    near: dict = {}
+    for first, second in links:
+        near.setdefault(first, set()).add(second)
+        near.setdefault(second, set()).add(first)
+    seen, order, frontier = {start}, [], [start]
+    for _ in range(MAX_DEPTH):
+        frontier = sorted({node for current in frontier for node in near.get(current, ())} - seen)
+        seen.update(frontier)
+        order.extend(frontier)
+    return order[:MAX_IDENTIFIERS]
+
+
+def reference_linked(asked, graph: LinkGraph) -> dict:
+    found = {}
+    for experiment_pk, type_pk, subject_id in asked:
+        candidates = [
+            (graph.assignments[(experiment_pk, node)][0], node[1], graph.assignments[(experiment_pk, node)][1])
+            for node in reference_walk((type_pk, subject_id), graph.links)
+            if node[0] == type_pk and (experiment_pk, node) in graph.assignments
+        ]
+        if candidates:
+            found[(experiment_pk, subject_id)] = min(candidates)[2]
+    return found
+
+
+NODES = [(COOKIE, f"c{n}") for n in range(8)] + [(USER, f"u{n}") for n in range(4)]
+
+
+@given(
+    links=st.lists(st.tuples(st.sampled_from(NODES), st.sampled_from(NODES)).filter(lambda link: link[0] != link[1])),
+    assigned=st.dictionaries(
+        st.tuples(st.sampled_from([7, 8]), st.sampled_from(NODES)),
+        st.tuples(st.integers(0, 3).map(lambda days: EARLY + timedelta(days=days)), st.integers(1, 4)),
+    ),
+    asked_nodes=st.lists(st.tuples(st.sampled_from([7, 8]), st.sampled_from(NODES[:8])), min_size=1),
+)
+def test_linked_first__any_small_graph__the_rule_walked_from_each_subject(links, assigned, asked_nodes):
+    # Given any graph, assignments in two cookie experiments, and new cookies of either (the walks of a
+    # component whose identifiers are all near each other shared, the others walked one by one)
+    graph = LinkGraph(links=links, assignments=assigned)
+    asked = [(pk, node[0], node[1]) for pk, node in asked_nodes if (pk, node) not in assigned]
+
+    # When following links, Then each subject gets what its own walk by the rule finds, and no bound is hit
+    assert linked_first(asked, graph) == Carried(variants=reference_linked(asked, graph), bounded=frozenset())
+
+
+def bipartite(side: int) -> list:
+    """Every one of `side` cookies linked to every one of `side` others: a component that a client of
+    POST /id-link can build, every identifier within 2 links of every other."""
+    return [((COOKIE, f"a{i:04d}"), (COOKIE, f"b{j:04d}")) for i in range(side) for j in range(side)]
+
+
+def test_linked_first__599_new_subjects_in_a_300_by_300_component__walked_once_and_all_carried_over():
+    # Given a component of 90,000 links whose one assigned cookie is a0000: walking it from each of the
+    # 599 others would take 599 times 180,000 neighbour visits, far past MAX_VISITS
+    links = bipartite(300)
+    graph = LinkGraph(links=links, assignments={(7, (COOKIE, "a0000")): (EARLY, 71)})
+    asked = [(7, COOKIE, subject_id) for _, subject_id in sorted({node for link in links for node in link})[1:]]
+    assert len(asked) == 599 and 599 * 2 * len(links) > MAX_VISITS
+
+    # When following links
+    carried = linked_first(asked, graph)
+
+    # Then the component is walked once: every subject gets the assigned cookie's variant, none is bounded
+    assert carried == Carried(variants={(7, subject_id): 71 for _, _, subject_id in asked}, bounded=frozenset())
+
+
+def test_linked_first__walks_past_the_visit_budget__the_rest_bounded_and_left_to_the_formula():
+    # Given 40 new cookies, each 2 links from one side of a 300 by 300 component (so more than 4 links
+    # from some of it, and walked one by one), whose walks cost about 90,000 neighbour visits each
+    links = bipartite(300)
+    tails = [((COOKIE, f"new{n:02d}"), (USER, f"u{n:02d}")) for n in range(40)]
+    tails += [((USER, f"u{n:02d}"), (COOKIE, f"a{n:04d}")) for n in range(40)]
+    graph = LinkGraph(links=links + tails, assignments={(7, (COOKIE, "b0000")): (EARLY, 71)})
+    asked = [(7, COOKIE, f"new{n:02d}") for n in range(40)]
+
+    # When following links
+    carried = linked_first(asked, graph)
+
+    # Then the first walks, in subject ID order, carry the variant over, until MAX_VISITS is spent;
+    # every later subject is bounded (its variant left to the formula), none is both
+    walked = MAX_VISITS // (1 + 2 + 301 + 300 * 300)
+    assert sorted(carried.variants) == [(7, f"new{n:02d}") for n in range(walked)]
+    assert sorted(carried.bounded) == [(7, f"new{n:02d}") for n in range(walked, 40)]
+
+
+def test_link_graph__more_rows_than_the_bound__incomplete_and_every_subject_bounded():
+    # Given the walk's statement returned one row past MAX_LINK_ROWS (it is asked for one more than that)
+    rows = (((COOKIE, f"c{n}")[0], f"c{n}", USER, "hub", None, None, None) for n in range(MAX_LINK_ROWS + 1))
+
+    # When the rows are read
+    graph = link_graph(rows)
+
+    # Then the graph is incomplete and empty, and following links leaves every subject to the formula
+    assert graph == LinkGraph(links=[], assignments={}, complete=False)
+    assert linked_first([(7, COOKIE, "c1"), (8, COOKIE, "c2")], graph) == Carried(
+        variants={}, bounded=frozenset({(7, "c1"), (8, "c2")})
+    )
+
+
+def test_link_graph__exactly_the_bound__complete():
+    rows = [(COOKIE, f"c{n}", USER, "hub", None, None, None) for n in range(MAX_LINK_ROWS)]
+
+    assert link_graph(rows).complete
