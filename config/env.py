@@ -6,6 +6,7 @@ deployment stops start-up with a message instead of running with a guess.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import secrets
 from pathlib import Path
@@ -62,6 +63,18 @@ def env_list(name: str, default: str) -> list[str]:
     items = [item.strip() for item in raw.split(",")]
     if any(not item for item in items):
         raise ImproperlyConfigured(f"{name} must be a comma-separated list without empty items, got {raw!r}")
+    return items
+
+
+def env_networks(name: str, default: str) -> list[str]:
+    """A comma-separated list of IP addresses and networks (`10.0.0.0/8`)."""
+    items = env_list(name, default)
+    for item in items:
+        try:
+            # strict: 10.0.0.1/8 is a mistake (host bits set), not 10.0.0.0/8.
+            ipaddress.ip_network(item)
+        except ValueError:
+            raise ImproperlyConfigured(f"{name} must list IP addresses or networks, got {item!r}") from None
     return items
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from config.env import env_bool, env_int, env_str
+from config.env import env_bool, env_int, env_networks, env_str
 from config.metricsfiles import metrics_directory_clean, metrics_directory_prepare, worker_files_fold
 
 bind = env_str("GUNICORN_BIND", "127.0.0.1:8000")
@@ -45,6 +45,21 @@ limit_request_line = 4094
 # which a second instance on the host would take over; this service is managed by its supervisor instead.
 control_socket_disable = True
 limit_request_fields = 100
+
+# Whether a request came over HTTPS (for Django: request.is_secure(), so the HTTPS redirect, HSTS, the
+# admin's CSRF checks) is gunicorn's wsgi.url_scheme alone; config/settings.py gives Django no proxy header,
+# which Django would believe from any peer. gunicorn's defaults would believe three such headers from
+# loopback, where any local process connects, not only the proxy; here only X-Forwarded-Proto, only with
+# TRUST_X_FORWARDED_PROTO on, and only from the proxy's addresses. A header from another peer is ignored.
+if env_bool("TRUST_X_FORWARDED_PROTO", False):
+    secure_scheme_headers = {"X-FORWARDED-PROTO": "https"}
+    forwarded_allow_ips = ",".join(env_networks("GUNICORN_FORWARDED_ALLOW_IPS", "127.0.0.1,::1"))
+else:
+    # Both emptied: gunicorn trusts a unix socket's peer whatever forwarded_allow_ips says.
+    secure_scheme_headers = {}
+    forwarded_allow_ips = ""
+# Nor may a trusted peer set SCRIPT_NAME: the service is mounted at the root, and the proxy sends none.
+forwarder_headers = ""
 
 # Off unless GUNICORN_ACCESS_LOG=true: the proxy in front (deploy/proxy/) logs every request,
 # with its status and time, the service writes a line per request of its own (config/requestlog.py),

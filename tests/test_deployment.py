@@ -55,7 +55,7 @@ def test_check_deploy__production_behind_tls__no_issue_at_all():
 
 @pytest.mark.parametrize(
     ("name", "value"),
-    [("SECURE_HSTS_SECONDS", "a year"), ("SECURE_SSL_REDIRECT", "maybe"), ("TRUST_X_FORWARDED_PROTO", "yes please")],
+    [("SECURE_HSTS_SECONDS", "a year"), ("SECURE_SSL_REDIRECT", "maybe"), ("SESSION_COOKIE_SECURE", "yes please")],
 )
 def test_check_deploy__malformed_security_variable__start_up_stops_naming_it(name, value):
     result = check_deploy({**PRODUCTION_ENV, name: value})
@@ -70,11 +70,10 @@ def test_ssl_redirect__plain_http__api_redirected_healthz_answered(db):
     assert Client().post("/experiment-assignments", {}, content_type="application/json").status_code == 301
 
 
-@override_settings(
-    SECURE_SSL_REDIRECT=True, SECURE_HSTS_SECONDS=3600, SECURE_PROXY_SSL_HEADER=("HTTP_X_FORWARDED_PROTO", "https")
-)
-def test_trusted_forwarded_proto__https__no_redirect_and_hsts(db):
-    response = Client().get("/api/schema", HTTP_X_FORWARDED_PROTO="https")
+# gunicorn, not Django, decides whether a request came over HTTPS (tests/e2e/test_forwarded_proto.py).
+@override_settings(SECURE_SSL_REDIRECT=True, SECURE_HSTS_SECONDS=3600)
+def test_ssl_redirect__https__no_redirect_and_hsts(db):
+    response = Client().get("/api/schema", secure=True)
 
     assert response.status_code == 200
     assert response["Strict-Transport-Security"] == "max-age=3600"

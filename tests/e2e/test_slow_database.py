@@ -160,3 +160,5 @@ def test_request_refused_by_gunicorn__problem_json(token, data, status):
     assert problem["status"] == status
     assert problem["code"] == "invalid_request"
     assert "<html" not in body.decode()
+    # The request's own ID was never read: the refusal carries one of its own, in the body and the header
+    assert headers["x-request-id"] == problem["request_id"]
