@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 from config.env import (
@@ -33,6 +34,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # before staff pages, config.database.with_live_connection on the API.
     DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 600, minimum=0)
     DATABASES["default"]["OPTIONS"].setdefault("connect_timeout", "3")
+    if not env_bool("DATABASE_JIT", False):
+        # Every statement of the service is short and planned in a millisecond, but the planner's
+        # estimate for the recursive link walk crosses jit_above_cost once identifiers have a few
+        # links each, and compiling it took 0.6 s of database CPU per request (docs/security.md).
+        # A startup option: no round trip. Behind a pooler that refuses it, the role carries it.
+        options = DATABASES["default"]["OPTIONS"].get("options", "")
+        DATABASES["default"]["OPTIONS"]["options"] = f"{options} -c jit=off".strip()
     if DATABASE_PREPARED_STATEMENTS:
         # Django turns psycopg's prepared statements off; only the hot path's cursor asks for them,
         # every other query binds its parameters on the client and is never prepared.
@@ -77,11 +85,13 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", Fals
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
 CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
-if env_bool("TRUST_X_FORWARDED_PROTO", False):
-    # Only behind a proxy that sets X-Forwarded-Proto itself; otherwise a client could claim HTTPS.
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# No SECURE_PROXY_SSL_HEADER: Django would take X-Forwarded-Proto from any peer that reaches gunicorn.
+# gunicorn decides the scheme, believing the header only from the proxy (TRUST_X_FORWARDED_PROTO,
+# deploy/gunicorn.conf.py).
 
 INSTALLED_APPS = [
+    # Before django.contrib.auth, so that its createsuperuser is the one manage.py runs.
+    "staff",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -94,6 +104,7 @@ INSTALLED_APPS = [
     "assignments",
     "idlinks",
     "tokens",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -120,7 +131,37 @@ MIDDLEWARE = [
     "config.middleware.StaffOnlyAuthenticationMiddleware",
     "config.middleware.StaffOnlyMessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as axes asks: turns a refused sign-in into the lockout page. On any other request it
+    # reads one attribute and does no I/O, so it is not worth a staff_only wrapper (which axes'
+    # system check would not recognise).
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Staff accounts (docs/admin.md#staff-accounts). Django's four password rules, 12 characters at least:
+# these accounts can change every experiment and mint API tokens.
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 12}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+# axes first: it refuses a locked-out sign-in before the password is even checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Failed sign-ins lock out a username from one client address: a guesser is stopped, and a stranger
+# elsewhere who types a staff member's username cannot lock them out of their own address.
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_FAILURE_LIMIT = 5
+AXES_COOLOFF_TIME = timedelta(minutes=15)
+AXES_RESET_ON_SUCCESS = True
+# The client is the TCP peer: the admin is reached on gunicorn directly or through a tunnel, never
+# through the proxy, so no forwarded-for header is believed (any caller could write one).
+AXES_IPWARE_META_PRECEDENCE_ORDER = ["REMOTE_ADDR"]
+AXES_LOCKOUT_CALLABLE = "staff.lockout.lockout_response"
+# No banner at every process start; failures and lockouts are still logged.
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"

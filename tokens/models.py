@@ -12,6 +12,11 @@ class Role(models.TextChoices):
     ADMIN = "admin", "admin"
 
 
+# Django's add and change permissions let staff create and revoke proxy tokens; an admin-role
+# token may call everything, so creating or revoking one needs this as well (docs/tokens.md).
+ADMIN_ROLE_PERMISSION = ("manage_admin_role_apitoken", "Can create and revoke API tokens of role admin")
+
+
 class ApiToken(models.Model):
     """A bearer token; only a SHA-256 digest of the secret is stored.
 
@@ -34,6 +39,7 @@ class ApiToken(models.Model):
 
     class Meta:
         verbose_name = "API token"
+        permissions = [ADMIN_ROLE_PERMISSION]
         constraints = [
             models.UniqueConstraint(
                 fields=["name"], condition=Q(revoked_at__isnull=True), name="apitoken_live_name_unique"

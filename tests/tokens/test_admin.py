@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import re
+import zlib
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from django.test import Client
 
 from tokens.models import ApiToken, Role
@@ -18,20 +20,36 @@ TOKEN_IN_PAGE = re.compile(r"[0-9a-f]{12}\.[A-Za-z0-9_-]{43}")
 @pytest.fixture
 def staff(db) -> Client:
     client = Client()
-    client.force_login(User.objects.create_superuser("staff", "staff@example.com", "pw"))
+    client.force_login(User.objects.create_superuser("staff", "staff@example.com", password=None))
     return client
 
 
-def test_admin_add__valid__token_shown_once_and_it_works(staff):
+@pytest.fixture
+def staff_with(db):
+    """A client signed in as staff who hold only the given permissions of the tokens app."""
+
+    def sign_in(*codenames: str) -> Client:
+        user = User.objects.create_user(f"staff-{len(codenames)}-{'-'.join(codenames)}", is_staff=True)
+        user.user_permissions.add(
+            *Permission.objects.filter(content_type__app_label="tokens", codename__in=["view_apitoken", *codenames])
+        )
+        client = Client()
+        client.force_login(user)
+        return client
+
+    return sign_in
+
+
+def test_admin_add__valid__token_shown_once_on_the_response_and_it_works(staff):
     # When staff create a token
     response = staff.post(
         "/admin/tokens/apitoken/add/", {"name": "backend", "role": "admin", "expires_at_0": "", "expires_at_1": ""}
     )
 
-    # Then they land on the list, where the message shows the token, which authenticates
-    assert response.status_code == 302
-    page = staff.get(response["Location"]).content.decode()
-    shown = TOKEN_IN_PAGE.findall(page)
+    # Then the answer itself shows the token once, uncached, and the token authenticates
+    assert response.status_code == 200
+    assert "no-store" in response["Cache-Control"]
+    shown = TOKEN_IN_PAGE.findall(response.content.decode())
     assert len(shown) == 1
     api_token = api_token_find(token=shown[0])
     assert (api_token.name, api_token.role) == ("backend", Role.ADMIN)
@@ -39,6 +57,28 @@ def test_admin_add__valid__token_shown_once_and_it_works(staff):
     # And no later page shows it again
     assert shown[0] not in staff.get("/admin/tokens/apitoken/").content.decode()
     assert shown[0] not in staff.get(f"/admin/tokens/apitoken/{api_token.pk}/change/").content.decode()
+
+
+def test_admin_add__valid__token_in_no_cookie_nor_session(staff):
+    # Given staff who create a token, then browse on as after any add
+    created = staff.post("/admin/tokens/apitoken/add/", {"name": "backend", "role": "proxy"})
+    later = [staff.get("/admin/tokens/apitoken/"), staff.get("/admin/")]
+
+    # Then no response set a cookie holding a token (the messages cookie is signed but readable),
+    # and the session holds none either
+    for response in [created, *later]:
+        for cookie in response.cookies.values():
+            assert not TOKEN_IN_PAGE.search(cookie.value)
+            assert not TOKEN_IN_PAGE.search(_unsigned(cookie.value))
+    assert not TOKEN_IN_PAGE.search(str(dict(staff.session)))
+
+
+def _unsigned(value: str) -> str:
+    """A signed cookie's payload, as anyone who reads the cookie can (base64, maybe zlib)."""
+    payload = value.partition(":")[0].strip('"')
+    compressed = payload.startswith(".")
+    raw = base64.urlsafe_b64decode(payload.lstrip(".") + "=" * (-len(payload.lstrip(".")) % 4))
+    return (zlib.decompress(raw) if compressed else raw).decode(errors="replace")
 
 
 def test_admin_add__live_name_taken__form_error_nothing_created(staff):
@@ -106,3 +146,67 @@ def test_admin_revoke_action__selected_tokens__revoked_through_the_service(staff
         HTTP_AUTHORIZATION=f"Bearer {first_token}",
     )
     assert refused.status_code == 401
+
+
+def test_admin_add__without_admin_role_permission__admin_role_not_offered_and_refused(staff_with):
+    staff = staff_with("add_apitoken")
+
+    form = staff.get("/admin/tokens/apitoken/add/").content.decode()
+    refused = staff.post("/admin/tokens/apitoken/add/", {"name": "backend", "role": "admin"})
+
+    assert '<option value="proxy"' in form and '<option value="admin"' not in form
+    assert refused.status_code == 200
+    assert "needs the permission" in refused.content.decode()
+    assert not TOKEN_IN_PAGE.search(refused.content.decode())
+    assert not ApiToken.objects.exists()
+
+
+def test_admin_add__with_admin_role_permission__admin_role_token_created(staff_with):
+    staff = staff_with("add_apitoken", "manage_admin_role_apitoken")
+
+    form = staff.get("/admin/tokens/apitoken/add/").content.decode()
+    created = staff.post("/admin/tokens/apitoken/add/", {"name": "backend", "role": "admin"})
+
+    assert '<option value="admin"' in form
+    assert api_token_find(token=TOKEN_IN_PAGE.findall(created.content.decode())[0]).role == Role.ADMIN
+
+
+def test_admin_revoke_action__admin_role_token_without_admin_role_permission__nothing_revoked(staff_with):
+    # Given staff who may revoke, but not manage admin-role tokens
+    staff = staff_with("change_apitoken")
+    proxy, _ = api_token_create(name="proxy", role=Role.PROXY)
+    admin, _ = api_token_create(name="admin", role=Role.ADMIN)
+
+    # When they revoke both
+    response = staff.post(
+        "/admin/tokens/apitoken/",
+        {"action": "revoke_selected", "_selected_action": [proxy.pk, admin.pk]},
+        follow=True,
+    )
+
+    # Then the action is refused as a whole, saying why
+    assert "needs the permission" in response.content.decode()
+    assert not ApiToken.objects.filter(revoked_at__isnull=False).exists()
+
+
+def test_admin_revoke_action__admin_role_token_with_admin_role_permission__revoked(staff_with):
+    staff = staff_with("change_apitoken", "manage_admin_role_apitoken")
+    admin, _ = api_token_create(name="admin", role=Role.ADMIN)
+
+    response = staff.post(
+        "/admin/tokens/apitoken/", {"action": "revoke_selected", "_selected_action": [admin.pk]}, follow=True
+    )
+
+    assert "Revoked 1 token(s)." in response.content.decode()
+    assert ApiToken.objects.get(pk=admin.pk).revoked_at is not None
+
+
+def test_admin_revoke_action__proxy_tokens_without_admin_role_permission__revoked(staff_with):
+    staff = staff_with("change_apitoken")
+    proxy, _ = api_token_create(name="proxy", role=Role.PROXY)
+
+    response = staff.post(
+        "/admin/tokens/apitoken/", {"action": "revoke_selected", "_selected_action": [proxy.pk]}, follow=True
+    )
+
+    assert "Revoked 1 token(s)." in response.content.decode()
