@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
@@ -29,7 +29,7 @@ from assignments.models import Assignment, Cohort, Experiment, Lab, ResourceChan
 from assignments.reports import experiment_daily, experiment_report
 from assignments.resources import ResourceInvalid
 from assignments.subjects import LOOKUP_MAX_DEPTH, subject_lookup
-from config.admin import EstimatedCountPaginator, ExactSearchAdmin, ReadOnlyAdmin
+from config.admin import EstimatedCountPaginator, ExactSearchAdmin, ReadOnlyAdmin, subject_id_html
 
 ADMIN_HISTORY_ENTRIES = 20
 
@@ -70,8 +70,11 @@ class ResourceAdmin(admin.ModelAdmin):
         return f"{result.outcome} through the configuration service" if result else ""
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        obj = self.get_object(request, object_id)
-        context = {**(extra_context or {}), **(self.page_context(obj) if obj is not None else {})}
+        obj = self.get_object(request, unquote(object_id))
+        # The page's extras (the experiment's health panel reads the counts) only for whom Django will
+        # show the page: it checks the permission itself, but only after they are computed.
+        shown = obj is not None and self.has_view_or_change_permission(request, obj)
+        context = {**(extra_context or {}), **(self.page_context(obj) if shown else {})}
         return super().change_view(request, object_id, form_url, extra_context=context)
 
     def page_context(self, obj) -> dict:
@@ -208,9 +211,12 @@ class ExperimentAdmin(ResourceAdmin):
         }
 
     def transition_view(self, request: HttpRequest, object_id: str, status: str) -> HttpResponse:
-        if status not in TRANSITIONS:
+        if status not in TRANSITIONS or not self.has_change_permission(request):
             raise PermissionDenied
-        experiment = get_object_or_404(Experiment, pk=object_id)
+        # get_object answers None for an ID that is not a number too, like the admin's own views.
+        experiment = self.get_object(request, unquote(object_id))
+        if experiment is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
         if not self.has_change_permission(request, experiment):
             raise PermissionDenied
         change_url = reverse("admin:assignments_experiment_change", args=[experiment.pk])
@@ -308,7 +314,9 @@ class ForceForm(forms.Form):
 
 @admin.register(Assignment)
 class AssignmentAdmin(ExactSearchAdmin):
-    list_display = ["subject_id", "experiment", "variant", "cohort", "created_at"]
+    list_display = ["subject", "experiment", "variant", "cohort", "created_at"]
+    fields = ["experiment", "subject", "variant", "cohort", "created_at", "source", "reason"]
+    readonly_fields = ["subject"]
     list_select_related = ["experiment", "variant"]
     list_filter = ["experiment"]
     raw_id_fields = ["experiment", "variant"]
@@ -318,6 +326,10 @@ class AssignmentAdmin(ExactSearchAdmin):
     show_full_result_count = False
     paginator = EstimatedCountPaginator
     change_list_template = "admin/assignments/lookup_link_change_list.html"
+
+    @admin.display(description="subject ID", ordering="subject_id")
+    def subject(self, obj: Assignment):
+        return subject_id_html(obj.subject_id)
 
     def get_ordering(self, request):
         """Newest first, in an order an index serves without sorting the table.
@@ -395,16 +407,24 @@ class AssignmentAdmin(ExactSearchAdmin):
         except ForceRefused as exc:
             form.add_error(None, str(exc))
             return False
-        experiment = data["experiment"].key
+        experiment, subject = data["experiment"].key, subject_id_html(subject_id)
         if result.forced:
             self.message_user(
-                request, f"{subject_id} is forced to {data['variant']} in {experiment}.", messages.SUCCESS
+                request,
+                format_html("{} is forced to {} in {}.", subject, data["variant"], experiment),
+                messages.SUCCESS,
             )
         for kept in result.kept:
             self.message_user(
                 request,
-                f"{subject_id} kept its {kept.source} assignment to {kept.variant_id} in {experiment}"
-                + (": tick 'replace' to change a forced one." if kept.source == Assignment.Source.FORCED else "."),
+                format_html(
+                    "{} kept its {} assignment to {} in {}{}",
+                    subject,
+                    kept.source,
+                    kept.variant_id,
+                    experiment,
+                    ": tick 'replace' to change a forced one." if kept.source == Assignment.Source.FORCED else ".",
+                ),
                 messages.WARNING,
             )
         return True

@@ -7,6 +7,8 @@ from django.db import models
 from django.db.models.functions import Lower
 from django.utils import timezone
 
+from config.fields import subject_id_isolated
+
 RESOURCE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 resource_id_validator = RegexValidator(RESOURCE_ID_PATTERN, "must match " + RESOURCE_ID_PATTERN)
 _resource_id = re.compile(RESOURCE_ID_PATTERN)
@@ -196,7 +198,7 @@ class Assignment(models.Model):
 
     def __str__(self) -> str:
         # Reads both relations: querysets that show assignments select_related them.
-        return f"{self.subject_id} in {self.experiment.key}: {self.variant.key}"
+        return f"{subject_id_isolated(self.subject_id)} in {self.experiment.key}: {self.variant.key}"
 
 
 class AssignmentCount(models.Model):

@@ -9,6 +9,7 @@ The admin builds the same documents from its forms, so both go through one reade
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,13 @@ KINDS = ("subjecttype", "lab", "experiment")
 SPLIT_SUM_TOLERANCE = 1e-6
 MIN_VARIANTS = 2
 
+
+# Names, descriptions and hypotheses may hold tab and line breaks (the admin's text areas send "\r\n"),
+# no other control character: PostgreSQL cannot store NUL in text, and the rest are invisible or move the
+# cursor wherever the text is shown. A lone surrogate (a YAML "\ud800" escape) cannot be stored at all.
+_NOT_IN_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+# A salt is typed again into warehouse queries that recompute assignments: not even tab or line breaks.
+_NOT_IN_SALT = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 TOP_FIELDS = {"schemaVersion", "kind", "metadata", "spec"}
 METADATA_FIELDS = {
@@ -162,6 +170,29 @@ class _Reader:
             return None
         return value
 
+    def text(self, data: dict, name: str, path: str, *, default: str = "") -> str:
+        """Free text (a name, a description, a hypothesis): any string without the characters of _NOT_IN_TEXT."""
+        value = self.string(data, name, path, default=default)
+        if value is None or not self.characters_allowed(value, f"{path}.{name}", _NOT_IN_TEXT, "tab and line breaks"):
+            return default
+        return value
+
+    def characters_allowed(self, value: str, path: str, forbidden: re.Pattern, except_: str | None = None) -> bool:
+        """Whether value is free of `forbidden`; if not, an error naming the first such character and where."""
+        found = forbidden.search(value)
+        if found is None:
+            return True
+        char, position = found.group(), found.start() + 1
+        if "\ud800" <= char <= "\udfff":
+            self.error(path, f"must be valid Unicode: a lone surrogate U+{ord(char):04X} at character {position}")
+        else:
+            allowed = f" other than {except_}" if except_ else ""
+            why = "the database cannot store NUL" if char == "\x00" else "invisible where the text is shown"
+            self.error(
+                path, f"must not contain control characters{allowed}: U+{ord(char):04X} at character {position} ({why})"
+            )
+        return False
+
     def resource_id(self, data: dict, name: str, path: str, *, default: str | None = None) -> str | None:
         value = self.string(data, name, path, default=default)
         if value is not None and not is_resource_id(value):
@@ -180,10 +211,10 @@ class _Reader:
 def _read_metadata(reader: _Reader, document: dict, kind: str) -> tuple[dict, str | None, str, str, int | None]:
     metadata = reader.mapping(document.get("metadata"), "metadata", METADATA_FIELDS[kind])
     key = reader.resource_id(metadata, "id", "metadata")
-    name = reader.string(metadata, "name", "metadata", default=key or "") or key or ""
+    name = reader.text(metadata, "name", "metadata", default=key or "") or key or ""
     if len(name) > 200:
         reader.error("metadata.name", "must be at most 200 characters")
-    description = reader.string(metadata, "description", "metadata", default="") or ""
+    description = reader.text(metadata, "description", "metadata")
     version = metadata.get("resourceVersion")
     if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
         reader.error("metadata.resourceVersion", "must be a positive integer")
@@ -220,8 +251,8 @@ def _read_variants(reader: _Reader, value: Any) -> tuple[VariantSpec, ...]:
             variants.append(
                 VariantSpec(
                     key=key,
-                    name=reader.string(data, "name", path, default="") or "",
-                    description=reader.string(data, "description", path, default="") or "",
+                    name=reader.text(data, "name", path),
+                    description=reader.text(data, "description", path),
                     is_control=control,
                     split=float(split),
                 )
@@ -242,10 +273,12 @@ def _read_experiment(reader: _Reader, document: dict) -> ExperimentSpec | None:
     lab = reader.resource_id(metadata, "parentId", "metadata", default=DEFAULT_LAB_ID)
     spec = reader.mapping(document.get("spec"), "spec", EXPERIMENT_SPEC_FIELDS)
     subject_type = reader.resource_id(spec, "subjectType", "spec")
-    hypothesis = reader.string(spec, "hypothesis", "spec", default="")
+    hypothesis = reader.text(spec, "hypothesis", "spec")
     salt = spec.get("salt")
     if salt is not None and (not isinstance(salt, str) or not salt or len(salt) > 200):
         reader.error("spec.salt", "must be a non-empty string of at most 200 characters")
+    elif salt is not None:
+        reader.characters_allowed(salt, "spec.salt", _NOT_IN_SALT)
     winner = spec.get("winningVariant")
     if winner is not None and not isinstance(winner, str):
         reader.error("spec.winningVariant", "must be a string")

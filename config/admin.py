@@ -9,6 +9,15 @@ from django.core.paginator import Paginator
 from django.db import connection
 from django.db.models import Q
 from django.utils.functional import cached_property
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+
+def subject_id_html(subject_id: str) -> SafeString:
+    """A subject ID on a page, in a <bdi>: a bidirectional override or a line separator in it (accepted,
+    docs/api.md) then cannot reorder the text around it."""
+    return format_html("<bdi>{}</bdi>", subject_id)
+
 
 # Below this many rows an exact count is cheap and the planner's estimate may be stale.
 ESTIMATE_ABOVE_ROWS = 10_000

@@ -47,6 +47,13 @@ class ExportCommand(BaseCommand):
             help="write to FILE (replaced only once the export is complete) and print a summary; "
             "without it the data goes to stdout",
         )
+        parser.add_argument(
+            "--spreadsheet-safe",
+            action="store_true",
+            help="CSV only: prefix with ' every value that starts with =, +, -, @, a tab or a carriage return, "
+            "as OWASP recommends, so that a spreadsheet shows it as text instead of running it as a formula; "
+            "the values are then no longer exact (without it they are)",
+        )
 
     def export(
         self,
@@ -57,11 +64,15 @@ class ExportCommand(BaseCommand):
         output: Path | None,
         total: int | None,
         unit: str,
+        spreadsheet_safe: bool = False,
     ) -> int | None:
         """Stream rows() out; returns how many were written to `output`, or None when they went to stdout.
 
         A progress bar goes to stderr when it is a terminal (`total` is an estimate for it).
         """
+        if spreadsheet_safe and export_format != "csv":
+            # Refused rather than ignored: whoever asked for it expects a file a spreadsheet can open safely.
+            raise CommandError("--spreadsheet-safe applies to --format csv only", returncode=2)
 
         def write(out: LineSink) -> int:
             # closing(): a write that fails (a closed pipe, a full disk) stops the read at once,
@@ -71,7 +82,13 @@ class ExportCommand(BaseCommand):
                 progress_bar(total=total, unit=unit, description="exporting") as bar,
                 contextlib.closing(counted(rows(), bar)) as source,
             ):
-                return rows_write(rows=source, columns=columns, export_format=export_format, out=out)
+                return rows_write(
+                    rows=source,
+                    columns=columns,
+                    export_format=export_format,
+                    out=out,
+                    spreadsheet_safe=spreadsheet_safe,
+                )
 
         if output is None:
             write(self.stdout)

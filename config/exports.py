@@ -24,6 +24,11 @@ from django.db.models import Q
 ExportFormat = Literal["csv", "jsonl"]
 EXPORT_FORMATS: tuple[ExportFormat, ...] = ("csv", "jsonl")
 
+# A spreadsheet reads a cell that starts with one of these as a formula, which can run commands or send
+# the sheet's data away ("CSV injection", OWASP). --spreadsheet-safe prefixes such a cell with "'",
+# which the spreadsheet shows as text and does not display.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
 # Rows fetched per round trip: large enough that the round trips cost little,
 # small enough that a chunk of 256-character subject IDs stays around a megabyte.
 CHUNK_SIZE = 2000
@@ -103,21 +108,36 @@ def time_ordered(queryset, fields: Sequence[str], *, chunk_size: int, paged: boo
         page = ordered.filter(Q(created_at__gt=created_at) | Q(created_at=created_at, id__gt=pk))
 
 
+def spreadsheet_cell(value: Any) -> Any:
+    """The value as a spreadsheet shows it as text: a string that starts like a formula gets a "'" first."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def rows_write(
-    *, rows: Iterable[Sequence[Any]], columns: Sequence[str], export_format: ExportFormat, out: LineSink
+    *,
+    rows: Iterable[Sequence[Any]],
+    columns: Sequence[str],
+    export_format: ExportFormat,
+    out: LineSink,
+    spreadsheet_safe: bool = False,
 ) -> int:
     """Write rows to out as CSV (with a header) or JSON Lines; returns the number of rows.
 
     Every write is one whole line, so `out` may be a Django command's stdout.
     CSV quotes fields holding commas, quotes or line breaks (RFC 4180) and ends
-    lines with LF, so line-oriented tools see one row per line.
+    lines with LF, so line-oriented tools see one row per line. The values are
+    exact unless `spreadsheet_safe` (CSV only) defuses formulas (spreadsheet_cell).
     """
+    if spreadsheet_safe and export_format != "csv":
+        raise ValueError("spreadsheet_safe applies to CSV only")
     count = 0
     if export_format == "csv":
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(columns)
         for row in rows:
-            writer.writerow(row)
+            writer.writerow([spreadsheet_cell(value) for value in row] if spreadsheet_safe else row)
             count += 1
     elif export_format == "jsonl":
         for row in rows:

@@ -36,6 +36,12 @@ def character_problem(value: str) -> str | None:
     return None
 
 
+def subject_id_isolated(subject_id: str) -> str:
+    """The subject ID between U+2068 and U+2069 (first strong isolate, pop directional isolate), the plain
+    text's <bdi>, for a title made of it: a bidirectional override inside it then reorders nothing after it."""
+    return f"\u2068{subject_id}\u2069"
+
+
 class StrictField(serializers.Field):
     default_error_messages = {"required": "is required", "null": "must not be null"}
 

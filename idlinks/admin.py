@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.utils.html import format_html, format_html_join
 
-from config.admin import EstimatedCountPaginator, ExactSearchAdmin
+from config.admin import EstimatedCountPaginator, ExactSearchAdmin, subject_id_html
 from idlinks.models import IdentifierLink
 from idlinks.selectors import DEFAULT_MAX_DEPTH, identifiers_connected
 
@@ -16,7 +16,7 @@ ADMIN_MAX_CONNECTED = 200
 class IdentifierLinkAdmin(ExactSearchAdmin):
     """Links are written only by POST /id-link; the console shows them and what each identifier resolves to."""
 
-    list_display = ["subject_type_a", "subject_id_a", "subject_type_b", "subject_id_b", "created_at"]
+    list_display = ["subject_type_a", "subject_a", "subject_type_b", "subject_b", "created_at"]
     list_select_related = ["subject_type_a", "subject_type_b"]
     search_fields = ["subject_id_a", "subject_id_b"]
     exact_search_fields = ("subject_id_a", "subject_id_b")
@@ -25,8 +25,16 @@ class IdentifierLinkAdmin(ExactSearchAdmin):
     paginator = EstimatedCountPaginator
     show_full_result_count = False
     change_list_template = "admin/assignments/lookup_link_change_list.html"
-    fields = ["subject_type_a", "subject_id_a", "subject_type_b", "subject_id_b", "created_at", "connected_identifiers"]
-    readonly_fields = ["connected_identifiers"]
+    fields = ["subject_type_a", "subject_a", "subject_type_b", "subject_b", "created_at", "connected_identifiers"]
+    readonly_fields = ["subject_a", "subject_b", "connected_identifiers"]
+
+    @admin.display(description="subject ID a", ordering="subject_id_a")
+    def subject_a(self, obj: IdentifierLink):
+        return subject_id_html(obj.subject_id_a)
+
+    @admin.display(description="subject ID b", ordering="subject_id_b")
+    def subject_b(self, obj: IdentifierLink):
+        return subject_id_html(obj.subject_id_b)
 
     @admin.display(description="Connected identifiers")
     def connected_identifiers(self, obj: IdentifierLink) -> str:
@@ -39,11 +47,11 @@ class IdentifierLinkAdmin(ExactSearchAdmin):
             "",
             "<li>{}: {} <small>({} link{} away)</small></li>",
             (
-                (item.subject_type, item.subject_id, item.distance, "" if item.distance == 1 else "s")
+                (item.subject_type, subject_id_html(item.subject_id), item.distance, "" if item.distance == 1 else "s")
                 for item in result.identifiers
             ),
         )
-        start = format_html("<p>From {}: {}</p>", obj.subject_type_a.key, obj.subject_id_a)
+        start = format_html("<p>From {}: {}</p>", obj.subject_type_a.key, subject_id_html(obj.subject_id_a))
         note = (
             format_html(
                 "<p><strong>Truncated</strong> at {} identifiers or {} links away.</p>",

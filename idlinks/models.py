@@ -4,7 +4,7 @@ from django.db import models
 from django.utils import timezone
 
 from assignments.models import SubjectType
-from config.fields import SUBJECT_ID_MAX_LENGTH
+from config.fields import SUBJECT_ID_MAX_LENGTH, subject_id_isolated
 
 
 class CodePointOrder(models.Func):
@@ -61,4 +61,5 @@ class IdentifierLink(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.subject_type_a.key}:{self.subject_id_a} - {self.subject_type_b.key}:{self.subject_id_b}"
+        a, b = subject_id_isolated(self.subject_id_a), subject_id_isolated(self.subject_id_b)
+        return f"{self.subject_type_a.key}:{a} - {self.subject_type_b.key}:{b}"

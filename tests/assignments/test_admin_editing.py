@@ -39,7 +39,7 @@ spec:
 
 @pytest.fixture
 def staff(db) -> User:
-    return User.objects.create_superuser("alice", "alice@example.com", "pw")
+    return User.objects.create_superuser("alice", "alice@example.com", password=None)
 
 
 @pytest.fixture
@@ -208,6 +208,32 @@ def test_admin_edit__broken_rule__error_is_on_the_field(staff_client, checkout):
     variant_forms = response.context["inline_admin_formsets"][0].formset.forms
     assert variant_forms[0].errors["split"] == ["must be between 0 and 1"]
     assert variant_forms[1].errors["split"] == ["must be between 0 and 1"]
+
+
+def test_admin_edit__control_characters_in_free_text__error_on_each_field_and_nothing_changed(staff_client, checkout):
+    before = stored(checkout)
+
+    response = edit(
+        staff_client, checkout, description="clear\x1b[2J", hypothesis="bell\x07", variants__1__name="a\x85b"
+    )
+
+    # Then the service's rule is on each field (a NUL is refused by Django's own form field first)
+    assert response.status_code == 200
+    form = response.context["adminform"].form
+    assert form.errors["description"] == [
+        "must not contain control characters other than tab and line breaks: U+001B at character 6 "
+        "(invisible where the text is shown)"
+    ]
+    assert "U+0007 at character 5" in form.errors["hypothesis"][0]
+    assert "U+0085 at character 2" in response.context["inline_admin_formsets"][0].formset.forms[1].errors["name"][0]
+    assert stored(checkout) == before
+
+
+def test_admin_edit__line_breaks_typed_in_a_text_area__saved_exactly(staff_client, checkout):
+    response = edit(staff_client, checkout, description="one\r\ntwo\tcolumns")
+
+    assert response.status_code == 302, errors_of(response)
+    assert Experiment.objects.get(pk=checkout.pk).description == "one\r\ntwo\tcolumns"
 
 
 def test_admin_edit__unchanged_submit__no_history_entry(staff_client, checkout):

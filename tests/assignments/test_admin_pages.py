@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import csv
 import html
+import io
 import os
 import re
 from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -58,7 +61,7 @@ spec:
 
 @pytest.fixture
 def staff_client(client, db):
-    client.force_login(User.objects.create_superuser("alice", "alice@example.com", "pw"))
+    client.force_login(User.objects.create_superuser("alice", "alice@example.com", password=None))
     return client
 
 
@@ -188,6 +191,24 @@ def test_page_transition__unknown_status__forbidden(staff_client, configured):
     assert response.status_code == 403
 
 
+@pytest.mark.parametrize("object_id", ["not-a-number", "999999"])
+def test_page_transition__no_such_experiment__redirected_with_the_admins_own_does_not_exist_message(
+    staff_client, configured, object_id
+):
+    # Given the answer of the admin's own change page for that ID
+    expected = staff_client.get(f"/admin/assignments/experiment/{object_id}/change/", follow=True)
+
+    refused = staff_client.post(
+        f"/admin/assignments/experiment/{object_id}/transition/ended/", {"confirm": "yes"}, follow=True
+    )
+
+    # Then the transition answers alike: back to the admin's index, saying so, and nothing moved
+    assert refused.redirect_chain == expected.redirect_chain == [("/admin/", 302)]
+    assert messages_of(refused) == messages_of(expected)
+    assert object_id in messages_of(refused)[0] and "Perhaps it was deleted?" in messages_of(refused)[0]
+    assert not Experiment.objects.filter(status="ended").exclude(key="finished").exists()
+
+
 # Experiment health
 
 
@@ -309,6 +330,35 @@ def test_subject_lookup__assignments_and_linked_identifiers_with_theirs(staff_cl
     assert [x.identifier.subject_id for x in near.context["lookup"].linked] == ["c-1"]
 
 
+def test_subject_id_with_override_and_line_separator__answered_and_exported_exactly_isolated_on_the_pages(
+    api, staff_client, configured
+):
+    # Given a subject ID holding a right-to-left override and a line separator (no control characters)
+    subject = "u\u202e-1\u2028x"
+
+    # When the API assigns it
+    response = api.post("/experiment-assignments", {"experiment_id": "checkout", "subject_ids": [subject]})
+
+    # Then it is accepted and answered exactly, and exported exactly
+    assert response.status_code == 200
+    assert list(response.json()["assignments"]) == [subject]
+    exported = io.StringIO()
+    call_command("export_assignments", "--experiment", "checkout", stdout=exported)
+    assert [row[1] for row in csv.reader(io.StringIO(exported.getvalue(), newline=""))] == ["subject_id", subject]
+
+    # And every page shows it in a <bdi> (besides the lookup form's own input), the page title isolated
+    lookup = staff_client.get("/admin/assignments/assignment/lookup/", {"subject_type": "user", "subject_id": subject})
+    listing = staff_client.get("/admin/assignments/assignment/")
+    assignment = Assignment.objects.get(subject_id=subject)
+    page = staff_client.get(f"/admin/assignments/assignment/{assignment.pk}/change/")
+    isolated = f"<bdi>{subject}</bdi>"
+    assert f"user: {isolated}</h2>" in lookup.content.decode()
+    assert lookup.content.decode().count(subject) == 1 + lookup.content.decode().count(f'value="{subject}"')
+    assert listing.content.decode().count(subject) == listing.content.decode().count(isolated) == 1
+    assert isolated in page.content.decode()
+    assert f"\u2068{subject}\u2069 in checkout: " in page.content.decode()
+
+
 def test_subject_lookup__bad_depth__form_error(staff_client, configured):
     page = staff_client.get(
         "/admin/assignments/assignment/lookup/", {"subject_type": "user", "subject_id": "u-1", "depth": "9"}
@@ -359,7 +409,8 @@ def test_assignment_page__title_names_experiment_and_variant(staff_client, confi
 
     page = staff_client.get(f"/admin/assignments/assignment/{assignment.pk}/change/")
 
-    assert "u-9 in checkout: green" in text_of(page)
+    # The subject ID isolated (U+2068 ... U+2069), so that no character in it can reorder the rest
+    assert "\u2068u-9\u2069 in checkout: green" in text_of(page)
 
 
 def test_assignments__cannot_be_added_or_deleted_in_the_admin(staff_client, configured):
@@ -396,8 +447,34 @@ def test_assignment_list__filtered_by_experiment__newest_first_by_time(staff_cli
     )
 
 
-def test_experiment_page__staff_who_may_only_view__sees_it_and_cannot_change_it(client, configured):
+def test_experiment_page__staff_without_view_permission__forbidden_before_the_panel_reads_anything(client, configured):
+    # Given a staff user with no permission on experiments, and one who may view them
+    outsider = User.objects.create_user("outsider", password="pw", is_staff=True)
     viewer = User.objects.create_user("viewer", password="pw", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_experiment"))
+    url = f"/admin/assignments/experiment/{configured['checkout'].pk}/change/"
+    assign(configured["checkout"], "control", 3)
+
+    client.force_login(outsider)
+    with CaptureQueriesContext(connection) as refused_queries:
+        refused = client.get(url)
+    client.force_login(viewer)
+    with CaptureQueriesContext(connection) as shown_queries:
+        shown = client.get(url)
+
+    # Then the outsider gets 403 and neither the counts nor the history were read; the viewer sees the panel
+    def read(queries, table: str) -> bool:
+        return any(f'FROM "{table}"' in query["sql"] for query in queries.captured_queries)
+
+    assert refused.status_code == 403
+    assert not read(refused_queries, "assignments_assignmentcount")
+    assert not read(refused_queries, "assignments_resourcechange")
+    assert shown.status_code == 200 and "Health: 3 assignments" in text_of(shown)
+    assert read(shown_queries, "assignments_assignmentcount")
+
+
+def test_experiment_page__staff_who_may_only_view__sees_it_and_cannot_change_it(client, configured):
+    viewer = User.objects.create_user("viewer", is_staff=True)
     viewer.user_permissions.add(*Permission.objects.filter(codename__in=["view_experiment", "view_assignment"]))
     client.force_login(viewer)
     checkout = configured["checkout"]

@@ -116,6 +116,23 @@ def test_apply_resources__invalid_file__error_names_file_document_and_field_and_
     assert nothing_configured()
 
 
+def test_apply_resources__nul_in_a_string__field_error_not_a_database_error_and_nothing_applied(db, tmp_path):
+    # Given a valid file, and one whose experiment's hypothesis holds a NUL (PostgreSQL refuses NUL in text)
+    good = write(tmp_path, "good.yaml", SUBJECT_TYPES)
+    bad = write(
+        tmp_path, "bad.yaml", LAB_AND_EXPERIMENT.replace("subjectType: user", 'subjectType: user\n  hypothesis: "a\\0"')
+    )
+
+    with pytest.raises(CommandError) as caught:
+        run(good, bad)
+
+    assert str(caught.value) == (
+        f"resources not applied:\n{bad}: document 1: spec.hypothesis: must not contain control characters other "
+        "than tab and line breaks: U+0000 at character 2 (the database cannot store NUL)"
+    )
+    assert nothing_configured()
+
+
 def test_apply_resources__reference_error_in_one_file__no_file_applied(db, tmp_path):
     # Given two valid files, the second naming a subject type nobody defines
     good = write(tmp_path, "good.yaml", SUBJECT_TYPES)

@@ -349,14 +349,14 @@ def test_force_process__reader_closes_stdout_at_once__exit_1_short_message(check
 
 @pytest.fixture
 def staff_client(client, db):
-    client.force_login(User.objects.create_superuser("alice", "alice@example.com", "pw"))
+    client.force_login(User.objects.create_superuser("alice", "alice@example.com", password=None))
     return client
 
 
 @pytest.fixture
 def viewer_client(client, db):
     """Staff who may view assignments but not change them."""
-    user = User.objects.create_user("bob", "bob@example.com", "pw", is_staff=True)
+    user = User.objects.create_user("bob", "bob@example.com", is_staff=True)
     user.user_permissions.add(Permission.objects.get(content_type__app_label="assignments", codename="view_assignment"))
     client.force_login(user)
     return client

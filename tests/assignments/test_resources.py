@@ -289,6 +289,73 @@ def test_parse__plain_resource_breaking_a_rule__error_names_document_and_field(t
     assert any(error.startswith(f"bad.yaml: document 2: {field}: ") for error in errors), errors
 
 
+# YAML double-quoted escapes: NUL, the terminal's escape, a C1 control, a lone surrogate.
+UNSTORABLE = [
+    ("\\0", "U+0000 at character 2 (the database cannot store NUL)"),
+    ("\\e[2J", "U+001B at character 2 (invisible where the text is shown)"),
+    ("\\x85", "U+0085 at character 2 (invisible where the text is shown)"),
+    ("\\uD800", "must be valid Unicode: a lone surrogate U+D800 at character 2"),
+]
+FREE_TEXT_FIELDS = [
+    ("metadata.name", {"metadata_extra": ', name: "a%sb"'}),
+    ("metadata.description", {"metadata_extra": ', description: "a%sb"'}),
+    ("spec.hypothesis", {"spec_extra": '  hypothesis: "a%sb"\n'}),
+    (
+        "spec.variants.1.name",
+        {"variants": variants_yaml("id: a, control: true, split: 0.5", 'id: b, split: 0.5, name: "a%sb"')},
+    ),
+    (
+        "spec.variants.0.description",
+        {"variants": variants_yaml('id: a, control: true, split: 0.5, description: "a%sb"', "id: b, split: 0.5")},
+    ),
+]
+
+
+@pytest.mark.parametrize(("escape", "why"), UNSTORABLE, ids=["nul", "escape", "c1", "surrogate"])
+@pytest.mark.parametrize(("field", "changes"), FREE_TEXT_FIELDS, ids=[case[0] for case in FREE_TEXT_FIELDS])
+def test_parse__control_character_in_free_text__error_names_document_field_character_and_why(
+    field, changes, escape, why
+):
+    changes = {name: value % escape for name, value in changes.items()}
+
+    errors = parse_errors(USER + "---" + experiment_doc(**changes))
+
+    assert len(errors) == 1 and errors[0].startswith(f"bad.yaml: document 2: {field}: "), errors
+    assert errors[0].endswith(why)
+    if "surrogate" not in why:
+        assert "must not contain control characters other than tab and line breaks" in errors[0]
+
+
+@pytest.mark.parametrize("kind", ["lab", "subjecttype"])
+def test_parse__nul_in_a_plain_resource__error_names_document_and_field(kind):
+    errors = parse_errors(USER + f'---\nschemaVersion: 1\nkind: {kind}\nmetadata: {{id: x, description: "\\0"}}')
+
+    assert errors == [
+        "bad.yaml: document 2: metadata.description: must not contain control characters other than tab "
+        "and line breaks: U+0000 at character 1 (the database cannot store NUL)"
+    ]
+
+
+def test_parse__tab_and_line_breaks_in_free_text__kept_exactly():
+    text = experiment_doc(
+        metadata_extra=', name: "a\\tb", description: "one\\r\\ntwo\\nthree"',
+        spec_extra='  hypothesis: "x\\ty"\n',
+    )
+
+    (spec,) = resources_parse(text, file="good.yaml")
+
+    assert (spec.name, spec.description, spec.hypothesis) == ("a\tb", "one\r\ntwo\nthree", "x\ty")
+
+
+@pytest.mark.parametrize("escape", ["\\0", "\\t", "\\n", "\\x7f"])
+def test_parse__control_character_in_salt__refused_even_tab_and_line_breaks(escape):
+    errors = parse_errors(USER + "---" + experiment_doc(spec_extra=f'  salt: "s{escape}"\n'))
+
+    assert len(errors) == 1 and errors[0].startswith("bad.yaml: document 2: spec.salt: must not contain control"), (
+        errors
+    )
+
+
 def test_parse__several_problems__all_reported_at_once():
     text = "schemaVersion: 1\nkind: lab\nmetadata: {id: x, colour: red}\n---\nschemaVersion: 1\nkind: lab\nmetadata: {}"
     errors = parse_errors(text)

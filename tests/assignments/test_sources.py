@@ -166,7 +166,7 @@ def test_report__other_sources_by_cohort__each_under_its_own_cohort(checkout):
 
 
 def test_experiment_page__other_sources__shown_apart_from_the_test(client, checkout):
-    client.force_login(User.objects.create_superuser("alice", "alice@example.com", "pw"))
+    client.force_login(User.objects.create_superuser("alice", "alice@example.com", password=None))
     store(checkout, "control", 10)
     store(checkout, "Green", 10)
     store(checkout, "Green", 7, source="forced")

@@ -66,13 +66,35 @@ def test_link_admin__link_page__shows_connected_identifiers_read_only(admin_clie
     # Then
     assert response.status_code == 200
     content = response.content.decode()
-    assert "<p>From Cookie: c-1</p>" in content
-    assert "device: d-1 <small>(1 link away)</small>" in content
-    assert "user: u-1 <small>(1 link away)</small>" in content
-    assert "Cookie: c-2 <small>(2 links away)</small>" in content
+    assert "<p>From Cookie: <bdi>c-1</bdi></p>" in content
+    assert "device: <bdi>d-1</bdi> <small>(1 link away)</small>" in content
+    assert "user: <bdi>u-1</bdi> <small>(1 link away)</small>" in content
+    assert "Cookie: <bdi>c-2</bdi> <small>(2 links away)</small>" in content
     assert "c-9" not in content
     assert "Truncated" not in content
     assert 'name="_save"' not in content
+
+
+# Each request in its own transaction, as served: on Citus, one transaction cannot read every
+# shard of the links (the list) and then the coordinator's local copy of a reference table (the page).
+@pytest.mark.django_db(transaction=True)
+def test_link_admin__subject_ids_with_overrides__each_isolated_in_a_bdi_on_the_list_and_the_page(
+    admin_client, subject_types
+):
+    # Given a link whose both IDs hold bidirectional controls and a line separator
+    cookie, user = "c\u202e-81\u2028", "u\u2066-1\u202d"
+    link(("cookie", cookie), ("user", user))
+    row = IdentifierLink.objects.get()
+
+    listing = admin_client.get(CHANGELIST).content.decode()
+    page = admin_client.get(f"{CHANGELIST}{row.pk}/change/").content.decode()
+
+    # Then each is shown only inside a <bdi>, and the title isolates them (U+2068 ... U+2069)
+    for subject_id in (cookie, user):
+        assert listing.count(subject_id) == listing.count(f"<bdi>{subject_id}</bdi>") == 1
+        assert f"<bdi>{subject_id}</bdi>" in page
+    assert f"<title>{row} |" in page
+    assert f"\u2068{cookie}\u2069" in str(row) and f"\u2068{user}\u2069" in str(row)
 
 
 @pytest.mark.parametrize("path", ["add/", "{pk}/delete/"])

@@ -108,6 +108,25 @@ def test_export_id_links__awkward_subject_ids__csv_reads_back_exactly(subject_ty
     assert len(stdout.splitlines()) == len(awkward) + 1
 
 
+def test_export_id_links__spreadsheet_safe__formula_ids_on_either_side_prefixed_others_exact(subject_types):
+    add_link(subject_types, "user", "=1+1", "cookie", "@c", T0)
+    add_link(subject_types, "user", "u-1", "cookie", "-c", T0 + dt.timedelta(seconds=1))
+
+    exact, _ = export()
+    safe, _ = export("--spreadsheet-safe")
+
+    assert [(row[1], row[3]) for row in csv_rows(exact)[1:]] == [("=1+1", "@c"), ("u-1", "-c")]
+    assert [(row[1], row[3]) for row in csv_rows(safe)[1:]] == [("'=1+1", "'@c"), ("u-1", "'-c")]
+    assert [row[4] for row in csv_rows(safe)[1:]] == [row[4] for row in csv_rows(exact)[1:]]
+
+
+def test_export_id_links__spreadsheet_safe_with_jsonl__refused_as_a_bad_option(subject_types):
+    with pytest.raises(CommandError, match="--spreadsheet-safe applies to --format csv only") as refused:
+        export("--format", "jsonl", "--spreadsheet-safe")
+
+    assert refused.value.returncode == 2
+
+
 def test_export_id_links__no_links__csv_header_only_and_jsonl_empty(subject_types):
     assert export()[0] == HEADER
     assert export("--format", "jsonl")[0] == ""

@@ -33,6 +33,7 @@ class Command(ExportCommand):
         format: ExportFormat,
         since: dt.datetime | None,
         output: Path | None,
+        spreadsheet_safe: bool,
         **options,
     ) -> None:
         found = experiment_get_ci(experiment_id=experiment)
@@ -45,6 +46,7 @@ class Command(ExportCommand):
             output=output,
             total=experiment_assignments_total(found),
             unit="assignments",
+            spreadsheet_safe=spreadsheet_safe,
         )
         if count is not None:
             self.stdout.write(f"exported {count} assignments of {found.key} to {output}")

@@ -24,7 +24,15 @@ class Command(ExportCommand):
             "(a time without offset is UTC)",
         )
 
-    def handle(self, *args, format: ExportFormat, since: dt.datetime | None, output: Path | None, **options) -> None:
+    def handle(
+        self,
+        *args,
+        format: ExportFormat,
+        since: dt.datetime | None,
+        output: Path | None,
+        spreadsheet_safe: bool,
+        **options,
+    ) -> None:
         count = self.export(
             rows=lambda: id_link_rows(since=since),
             columns=ID_LINK_COLUMNS,
@@ -32,6 +40,7 @@ class Command(ExportCommand):
             output=output,
             total=self.estimated_count(),
             unit="links",
+            spreadsheet_safe=spreadsheet_safe,
         )
         if count is not None:
             self.stdout.write(f"exported {count} identifier links to {output}")
