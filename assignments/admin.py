@@ -25,10 +25,11 @@ from assignments.configuring import Actor, experiment_transition
 from assignments.forcing import FORCEABLE_STATUSES, REASON_MAX_LENGTH, ForceRefused, assignments_force
 from assignments.forms import ExperimentForm, LabForm, SubjectTypeForm, VariantForm, VariantFormSet
 from assignments.history import change_diff, resource_history
+from assignments.linking import MAX_DEPTH
 from assignments.models import Assignment, Cohort, Experiment, Lab, ResourceChange, SubjectType, Variant
 from assignments.reports import experiment_daily, experiment_report
 from assignments.resources import ResourceInvalid
-from assignments.subjects import LOOKUP_MAX_DEPTH, subject_lookup
+from assignments.subjects import subject_lookup
 from config.admin import EstimatedCountPaginator, ExactSearchAdmin, ReadOnlyAdmin, subject_id_html
 
 ADMIN_HISTORY_ENTRIES = 20
@@ -290,7 +291,7 @@ class SubjectLookupForm(forms.Form):
     subject_id = forms.CharField(label="Subject ID", max_length=256, strip=False, help_text="Exact, case-sensitive.")
     depth = forms.IntegerField(
         min_value=1,
-        max_value=LOOKUP_MAX_DEPTH,
+        max_value=MAX_DEPTH,
         initial=2,
         required=False,
         help_text="How many links away to follow the identifier links.",

@@ -24,8 +24,9 @@ subject in it: every walk from inside it would visit the same identifiers.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -56,6 +57,16 @@ class LinkGraph:
     # False when the statement had more than MAX_LINK_ROWS rows to give: the graph is then empty.
     complete: bool = True
 
+    def capped(self) -> set[Node]:
+        """The identifiers whose links were read up to FANOUT on one side: more may be unread.
+
+        Each link row is (the identifier whose links were read, the other end), and a link is
+        stored with its smaller end on side a. SQLite reads every link, so there an identifier
+        with FANOUT links or more on one side counts too.
+        """
+        sides = Counter((first, first < second) for first, second in self.links)
+        return {node for (node, _), count in sides.items() if count >= FANOUT}
+
 
 @dataclass(frozen=True)
 class Carried:
@@ -69,10 +80,20 @@ class Carried:
 
 def walk_params(asked: Sequence[Asked]) -> dict:
     """The parameters of the walk's statement (storage.assignments_link_graph) for these subjects."""
+    return graph_params(
+        starts={(type_pk, subject_id) for _, type_pk, subject_id in asked},
+        following={(pk, type_pk) for pk, type_pk, _ in asked},
+        depth=MAX_DEPTH,
+    )
+
+
+def graph_params(*, starts: Iterable[Node], following: Iterable[tuple[int, int]], depth: int) -> dict:
+    """The parameters of the walk's statement: links within `depth` links of the starts, and the
+    assignments there in the (experiment pk, subject type pk) pairs `following` names."""
     return {
-        "starts": json.dumps(sorted({(type_pk, subject_id) for _, type_pk, subject_id in asked})),
-        "following": json.dumps(sorted({(pk, type_pk) for pk, type_pk, _ in asked})),
-        "depth": MAX_DEPTH,
+        "starts": json.dumps(sorted(starts)),
+        "following": json.dumps(sorted(following)),
+        "depth": depth,
         "fanout": FANOUT,
         # One more than the bound, so a graph exactly at the bound is told from one past it.
         "rows": MAX_LINK_ROWS + 1,
@@ -96,10 +117,10 @@ def link_graph(rows: Iterable[tuple]) -> LinkGraph:
     return graph
 
 
-class _Budget:
+class Budget:
     """Neighbour visits left to the walks of one request."""
 
-    def __init__(self, visits: float) -> None:
+    def __init__(self, visits: float = MAX_VISITS) -> None:
         self.visits = visits
 
     def spend(self, visits: int) -> bool:
@@ -111,21 +132,51 @@ class _Budget:
 
 
 @dataclass(frozen=True)
-class _Walk:
-    # The identifiers visited, in the order of the rule.
+class Walk:
+    # The identifiers visited, in the order of the rule, and how many links from the start each is.
     order: list[Node]
+    distances: list[int]
     # True when the walk reached every identifier of its component, all within half of
     # MAX_DEPTH links and fewer than MAX_IDENTIFIERS of them: any two are then within
     # MAX_DEPTH links of each other, so a walk from any of them visits all the others.
     whole_component: bool
+    # True when a bound stopped the walk while identifiers may be left unvisited; exact when
+    # the walk was asked to look past where it stopped, else True wherever it might be.
+    truncated: bool
 
 
-def _walk(start: Node, neighbours: dict[Node, set[Node]], budget: _Budget) -> _Walk | None:
-    """The walk from `start`; None if the budget ran out before it ended."""
+def neighbours_of(links: Iterable[tuple[Node, Node]]) -> dict[Node, set[Node]]:
+    """Each identifier's neighbours, through the links both ways."""
+    neighbours: dict[Node, set[Node]] = defaultdict(set)
+    for first, second in links:
+        neighbours[first].add(second)
+        neighbours[second].add(first)
+    return neighbours
+
+
+def walk_from(
+    start: Node,
+    neighbours: dict[Node, set[Node]],
+    budget: Budget,
+    *,
+    depth: int = MAX_DEPTH,
+    exact: bool = False,
+    capped: AbstractSet[Node] = frozenset(),
+) -> Walk | None:
+    """The walk from `start` by the rule, at most `depth` (up to MAX_DEPTH) links away; None if
+    the budget ran out before it ended.
+
+    With `exact`, a walk that a bound stopped looks one level further to tell whether anything
+    was left unvisited (`neighbours` must then hold the links out of the identifiers `depth`
+    links away too), and one that looked at the links of a `capped` identifier (LinkGraph.capped)
+    is truncated. The hot path does not ask (what lies past the bounds never counts there), so
+    its visits are those of the rule alone.
+    """
     seen = {start}
     order: list[Node] = []
+    distances: list[int] = []
     frontier = [start]
-    for depth in range(MAX_DEPTH):
+    for distance in range(depth):
         found: set[Node] = set()
         for current in frontier:
             near = neighbours.get(current, ())
@@ -134,20 +185,34 @@ def _walk(start: Node, neighbours: dict[Node, set[Node]], budget: _Budget) -> _W
             found.update(near)
         level = sorted(found - seen)
         if not level:
-            # Nothing is farther than `depth` links from the start.
-            return _Walk(order=order, whole_component=depth <= MAX_DEPTH // 2)
+            # Nothing is farther than `distance` links from the start.
+            truncated = bool(capped) and not capped.isdisjoint(seen)
+            return Walk(order, distances, whole_component=distance <= MAX_DEPTH // 2, truncated=truncated)
         order.extend(level)
-        if len(order) >= MAX_IDENTIFIERS:
+        distances.extend([distance + 1] * len(level))
+        if len(order) > MAX_IDENTIFIERS:
             # Farther identifiers come after every one of these, past the bound.
-            return _Walk(order=order[:MAX_IDENTIFIERS], whole_component=False)
+            return Walk(order[:MAX_IDENTIFIERS], distances[:MAX_IDENTIFIERS], whole_component=False, truncated=True)
         seen.update(level)
         frontier = level
-    return _Walk(order=order, whole_component=False)
+        if len(order) == MAX_IDENTIFIERS:
+            break
+    if not exact:
+        return Walk(order, distances, whole_component=False, truncated=True)
+    beyond = not capped.isdisjoint(seen)
+    for current in frontier:
+        if beyond:
+            break
+        near = neighbours.get(current, ())
+        if not budget.spend(len(near)):
+            return None
+        beyond = not near <= seen
+    return Walk(order, distances, whole_component=False, truncated=beyond)
 
 
 def visited(start: Node, neighbours: dict[Node, set[Node]]) -> list[Node]:
     """The identifiers a walk from `start` visits, in the order of the rule, with no bound on the work."""
-    walk = _walk(start, neighbours, _Budget(visits=float("inf")))
+    walk = walk_from(start, neighbours, Budget(visits=float("inf")))
     assert walk is not None
     return walk.order
 
@@ -160,11 +225,8 @@ def linked_first(asked: Sequence[Asked], graph: LinkGraph) -> Carried:
         return Carried(variants={}, bounded=frozenset((pk, subject_id) for pk, _, subject_id in asked))
     if not graph.assignments:
         return Carried(variants={}, bounded=frozenset())
-    neighbours: dict[Node, set[Node]] = defaultdict(set)
-    for first, second in graph.links:
-        neighbours[first].add(second)
-        neighbours[second].add(first)
-    budget = _Budget(MAX_VISITS)
+    neighbours = neighbours_of(graph.links)
+    budget = Budget()
     # Each start's walk, or its component's (its own identifiers included: it has no
     # assignment in an experiment that asks for it); None where the budget ran out.
     walks: dict[Node, list[Node] | None] = {}
@@ -178,7 +240,7 @@ def linked_first(asked: Sequence[Asked], graph: LinkGraph) -> Carried:
             # Most new subjects have no link at all.
             continue
         if start not in walks:
-            walk = _walk(start, neighbours, budget)
+            walk = walk_from(start, neighbours, budget)
             if walk is None:
                 walks[start] = None
             elif walk.whole_component:

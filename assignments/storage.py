@@ -29,8 +29,8 @@ from assignments.linking import (
     Asked,
     LinkGraph,
     Node,
+    graph_params,
     link_graph,
-    walk_params,
 )
 from config.database import statement_cursor
 
@@ -288,15 +288,15 @@ WHERE experiment_id = ANY(%s::bigint[]) AND subject_id = ANY(%s::text[])
 """
 
 
-def _citus_link_graph(cursor, asked: Sequence[Asked]) -> LinkGraph:
+def _citus_link_graph(cursor, starts: set[Node], following: dict[int, int], depth: int) -> LinkGraph:
     """What POSTGRES_LINK_GRAPH reads, level by level: the same links out of every identifier
-    nearer than MAX_DEPTH, up to FANOUT a side, and the same assignments; incomplete once a
+    nearer than `depth`, up to FANOUT a side, and the same assignments; incomplete once a
     level would take the rows read past MAX_LINK_ROWS (here a hub's links are read whole, then
     cut to FANOUT a side, so the bound counts the rows read, not only those kept)."""
-    frontier = {(type_pk, subject_id) for _, type_pk, subject_id in asked}
+    frontier = set(starts)
     reached = set(frontier)
     rows: list[tuple] = []
-    for _ in range(MAX_DEPTH):
+    for _ in range(depth):
         limit = MAX_LINK_ROWS + 1 - len(rows)
         cursor.execute(CITUS_LINKS, {"ids": sorted({subject_id for _, subject_id in frontier}), "limit": limit})
         level = cursor.fetchall()
@@ -314,27 +314,44 @@ def _citus_link_graph(cursor, asked: Sequence[Asked]) -> LinkGraph:
         reached |= frontier
         if not frontier:
             break
-    types = {experiment_pk: type_pk for experiment_pk, type_pk, _ in asked}
-    cursor.execute(CITUS_LINKED_ASSIGNMENTS, [sorted(types), sorted({subject_id for _, subject_id in reached})])
-    for experiment_pk, subject_id, variant_pk, created_at in cursor.fetchall():
-        if (types[experiment_pk], subject_id) in reached:
-            rows.append((types[experiment_pk], subject_id, None, None, experiment_pk, variant_pk, created_at))
+    if following:
+        cursor.execute(CITUS_LINKED_ASSIGNMENTS, [sorted(following), sorted({subject_id for _, subject_id in reached})])
+        for experiment_pk, subject_id, variant_pk, created_at in cursor.fetchall():
+            if (following[experiment_pk], subject_id) in reached:
+                rows.append((following[experiment_pk], subject_id, None, None, experiment_pk, variant_pk, created_at))
     return link_graph(rows)
+
+
+def _link_graph(*, starts: set[Node], following: dict[int, int], depth: int) -> LinkGraph:
+    """The links within `depth` links of the starts, and the assignments the identifiers there have
+    in the experiments of `following` (experiment pk -> its subject type pk)."""
+    with connection.cursor() as cursor:
+        if _vendor() == "citus":
+            return _citus_link_graph(cursor, starts, following, depth)
+        params = graph_params(starts=starts, following=following.items(), depth=depth)
+        if connection.vendor == "postgresql":
+            cursor.execute(POSTGRES_LINK_GRAPH, params)
+            return link_graph(cursor.fetchall())
+        cursor.execute(SQLITE_LINK_GRAPH, params)
+        # SQLite hands times back as text.
+        return link_graph((*row[:6], row[6] and parse_datetime(row[6])) for row in cursor.fetchall())
 
 
 def assignments_link_graph(*, asked: Sequence[Asked]) -> LinkGraph:
     """The links around these new subjects of experiments that follow links, and the assignments
     the identifiers there have in those experiments (assignments/linking.py); one statement for
     all, or on Citus one per level of links."""
-    with connection.cursor() as cursor:
-        if _vendor() == "citus":
-            return _citus_link_graph(cursor, asked)
-        if connection.vendor == "postgresql":
-            cursor.execute(POSTGRES_LINK_GRAPH, walk_params(asked))
-            return link_graph(cursor.fetchall())
-        cursor.execute(SQLITE_LINK_GRAPH, walk_params(asked))
-        # SQLite hands times back as text.
-        return link_graph((*row[:6], row[6] and parse_datetime(row[6])) for row in cursor.fetchall())
+    return _link_graph(
+        starts={(type_pk, subject_id) for _, type_pk, subject_id in asked},
+        following={pk: type_pk for pk, type_pk, _ in asked},
+        depth=MAX_DEPTH,
+    )
+
+
+def identifier_link_graph(*, start: Node, depth: int) -> LinkGraph:
+    """The links within `depth` links of one identifier, read by the hot path's statement with no
+    experiment to follow: the same bounds on rows and on links per identifier."""
+    return _link_graph(starts={start}, following={}, depth=depth)
 
 
 # Backfills and QA overrides: each row carries its own timestamp, and the source and

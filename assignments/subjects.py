@@ -1,4 +1,4 @@
-"""Everything stored about one subject: its assignments and those of the identifiers linked to it.
+"""Everything stored about one subject: the identifiers linked to it, its assignments and theirs.
 
 Assignments carry no subject type of their own (their experiment has one), and no
 index leads with subject_id, so every read here names the experiments of the
@@ -14,11 +14,66 @@ from dataclasses import dataclass
 
 from django.db.models import Q
 
+from assignments.linking import MAX_DEPTH, Budget, neighbours_of, walk_from
 from assignments.models import Assignment, Experiment, SubjectType
-from idlinks.selectors import ConnectedIdentifier, identifiers_connected
+from assignments.storage import identifier_link_graph
 
-LOOKUP_MAX_DEPTH = 4
-LOOKUP_MAX_IDENTIFIERS = 200
+
+@dataclass(frozen=True)
+class ConnectedIdentifier:
+    subject_type: str
+    subject_id: str
+    # Links between it and the identifier the walk started from, by the shortest path.
+    distance: int
+
+
+@dataclass(frozen=True)
+class ConnectedIdentifiers:
+    """The identifiers linked, directly or through others, to one identifier.
+
+    `identifiers` excludes the start and is in the order of the walk of following links
+    (assignments/linking.py): distance, then subject type, then subject ID. `truncated` is
+    True when a bound stopped the walk while identifiers may have remained unvisited: the
+    list is then a subset.
+    """
+
+    identifiers: tuple[ConnectedIdentifier, ...]
+    truncated: bool
+
+
+def identifiers_connected(
+    *, subject_type: SubjectType, subject_id: str, depth: int = MAX_DEPTH
+) -> ConnectedIdentifiers:
+    """Every identifier connected to (subject_type, subject_id) by links, across subject types,
+    within `depth` links (1 to MAX_DEPTH): the walk of following links, its bounds included.
+
+    Links through archived subject types are followed, since they still join recorded data.
+    The links are read one level past `depth`, so that `truncated` is exact at the depth bound
+    and at MAX_IDENTIFIERS; it is also True when an identifier's links were read only up to
+    FANOUT, and past MAX_LINK_ROWS the walk does not start: the result is empty and truncated.
+    Costs one statement (on Citus one per level), and one more for the subject types when
+    anything is linked.
+    """
+    if not 1 <= depth <= MAX_DEPTH:
+        raise ValueError(f"depth must be from 1 to {MAX_DEPTH}")
+    start = (subject_type.pk, subject_id)
+    graph = identifier_link_graph(start=start, depth=depth + 1)
+    if not graph.complete:
+        return ConnectedIdentifiers(identifiers=(), truncated=True)
+    neighbours = neighbours_of(graph.links)
+    if start not in neighbours:
+        return ConnectedIdentifiers(identifiers=(), truncated=False)
+    walk = walk_from(start, neighbours, Budget(), depth=depth, exact=True, capped=graph.capped())
+    if walk is None:
+        return ConnectedIdentifiers(identifiers=(), truncated=True)
+    keys = dict(SubjectType.objects.values_list("pk", "key"))
+    return ConnectedIdentifiers(
+        identifiers=tuple(
+            ConnectedIdentifier(subject_type=keys[type_pk], subject_id=linked_id, distance=distance)
+            for (type_pk, linked_id), distance in zip(walk.order, walk.distances, strict=True)
+        ),
+        truncated=walk.truncated,
+    )
 
 
 @dataclass(frozen=True)
@@ -61,16 +116,11 @@ def assignments_of(identifiers: list[tuple[SubjectType, str]]) -> list[Assignmen
 def subject_lookup(*, subject_type: SubjectType, subject_id: str, depth: int) -> SubjectLookup:
     """The subject's assignments, and each identifier linked to it within `depth` links with theirs.
 
-    Costs the link walk (one query per level, idlinks.selectors), the subject types
-    when anything is linked, and two queries (the experiments of those types, then
-    their assignments) for the subject and all its linked identifiers together.
+    Costs identifiers_connected, the subject types when anything is linked, and two
+    queries (the experiments of those types, then their assignments) for the subject and
+    all its linked identifiers together.
     """
-    connected = identifiers_connected(
-        subject_type=subject_type.key,
-        subject_id=subject_id,
-        max_depth=depth,
-        max_identifiers=LOOKUP_MAX_IDENTIFIERS,
-    )
+    connected = identifiers_connected(subject_type=subject_type, subject_id=subject_id, depth=depth)
     types = {subject_type.key: subject_type}
     if connected.identifiers:
         types.update((t.key, t) for t in SubjectType.objects.all())

@@ -5,11 +5,10 @@ from __future__ import annotations
 from django.contrib import admin
 from django.utils.html import format_html, format_html_join
 
+from assignments.linking import MAX_DEPTH, MAX_IDENTIFIERS
+from assignments.subjects import identifiers_connected
 from config.admin import EstimatedCountPaginator, ExactSearchAdmin, subject_id_html
 from idlinks.models import IdentifierLink
-from idlinks.selectors import DEFAULT_MAX_DEPTH, identifiers_connected
-
-ADMIN_MAX_CONNECTED = 200
 
 
 @admin.register(IdentifierLink)
@@ -40,9 +39,7 @@ class IdentifierLinkAdmin(ExactSearchAdmin):
     def connected_identifiers(self, obj: IdentifierLink) -> str:
         """Everything the link's identifiers resolve to, through any chain of links (both sides
         are in one component, so walking from side a finds side b and beyond)."""
-        result = identifiers_connected(
-            subject_type=obj.subject_type_a.key, subject_id=obj.subject_id_a, max_identifiers=ADMIN_MAX_CONNECTED
-        )
+        result = identifiers_connected(subject_type=obj.subject_type_a, subject_id=obj.subject_id_a)
         items = format_html_join(
             "",
             "<li>{}: {} <small>({} link{} away)</small></li>",
@@ -55,8 +52,8 @@ class IdentifierLinkAdmin(ExactSearchAdmin):
         note = (
             format_html(
                 "<p><strong>Truncated</strong> at {} identifiers or {} links away.</p>",
-                ADMIN_MAX_CONNECTED,
-                DEFAULT_MAX_DEPTH,
+                MAX_IDENTIFIERS,
+                MAX_DEPTH,
             )
             if result.truncated
             else ""

@@ -368,6 +368,15 @@ def test_subject_lookup__bad_depth__form_error(staff_client, configured):
     assert "depth" in page.context["form"].errors
 
 
+def test_subject_lookup__unknown_subject_type__form_error(staff_client, configured):
+    page = staff_client.get(
+        "/admin/assignments/assignment/lookup/", {"subject_type": "no-such-type", "subject_id": "u-1"}
+    )
+
+    assert page.context["lookup"] is None
+    assert "subject_type" in page.context["form"].errors
+
+
 def test_lists__link_to_subject_lookup(staff_client, configured):
     for path in ("/admin/assignments/assignment/", "/admin/idlinks/identifierlink/"):
         assert "/admin/assignments/assignment/lookup/" in staff_client.get(path).content.decode()

@@ -8,15 +8,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from assignments.linking import (
+    FANOUT,
     MAX_DEPTH,
     MAX_IDENTIFIERS,
     MAX_LINK_ROWS,
     MAX_VISITS,
+    Budget,
     Carried,
     LinkGraph,
     link_graph,
     linked_first,
     visited,
+    walk_from,
 )
 
 COOKIE, USER, DEVICE = 1, 2, 3
@@ -125,6 +128,67 @@ def test_linked_first__any_small_graph__the_rule_walked_from_each_subject(links,
 
     # When following links, Then each subject gets what its own walk by the rule finds, and no bound is hit
     assert linked_first(asked, graph) == Carried(variants=reference_linked(asked, graph), bounded=frozenset())
+
+
+def reference_distances(start, links) -> dict:
+    """How many links from `start` each identifier of its component is, written independently."""
+    distances, frontier = {start: 0}, [start]
+    while frontier:
+        following = []
+        for current in frontier:
+            for first, second in links:
+                for node, other in ((first, second), (second, first)):
+                    if node == current and other not in distances:
+                        distances[other] = distances[current] + 1
+                        following.append(other)
+        frontier = following
+    return distances
+
+
+@given(
+    links=st.lists(st.tuples(st.sampled_from(NODES), st.sampled_from(NODES)).filter(lambda link: link[0] != link[1])),
+    depth=st.integers(1, MAX_DEPTH),
+)
+def test_walk_from__exact__the_rules_order_with_distances_and_truncated_only_if_more_lie_farther(links, depth):
+    # Given any small graph, walked from one identifier to a depth, looking past where it stops
+    start = NODES[0]
+    distances = reference_distances(start, links)
+
+    # When
+    walk = walk_from(start, neighbours(*links), Budget(), depth=depth, exact=True)
+
+    # Then it visits what lies within the depth, by distance then identifier, each with its
+    # distance, and is truncated exactly when something lies farther
+    within = sorted((distance, node) for node, distance in distances.items() if 0 < distance <= depth)
+    assert list(zip(walk.distances, walk.order, strict=True)) == within
+    assert walk.truncated is any(distance > depth for distance in distances.values())
+
+
+def test_walk_from__not_exact__the_hot_paths_walk_says_truncated_wherever_it_might_be():
+    start = (COOKIE, "c-0")
+    graph = neighbours((start, (USER, "u")))
+
+    assert walk_from(start, graph, Budget(), depth=1).truncated is True
+    assert walk_from(start, graph, Budget(), depth=2).truncated is False
+
+
+def test_link_graph_capped__fanout_links_read_on_one_side__that_identifier_only():
+    # Given rows as the statement returns them: the identifier whose links were read, then the other end
+    hub, small = (USER, "hub"), (USER, "a")
+    full_side = [(hub, (COOKIE, f"c{n:04d}")) for n in range(FANOUT)]
+    other_side = [(hub, (COOKIE, f"c{n:04d}")) for n in range(FANOUT - 1)]
+    both_sides_below = [(small, (COOKIE, f"c{n:04d}")) for n in range(FANOUT - 1)] + [(small, (USER, "z"))]
+
+    assert LinkGraph(links=full_side, assignments={}).capped() == {hub}
+    assert LinkGraph(links=other_side + both_sides_below, assignments={}).capped() == set()
+
+
+def test_walk_from__exact__a_capped_identifier_expanded__truncated():
+    start, hub = (COOKIE, "c-0"), (USER, "hub")
+    graph = neighbours((start, hub))
+
+    assert walk_from(start, graph, Budget(), depth=2, exact=True, capped={hub}).truncated is True
+    assert walk_from(start, graph, Budget(), depth=2, exact=True, capped={(USER, "other")}).truncated is False
 
 
 def bipartite(side: int) -> list:
