@@ -3,7 +3,8 @@
 Free of Django, like hashing.py: the walk's statement (storage.assignments_link_graph)
 reads the neighbourhood of a whole batch once, and each subject's own walk through
 it is done here, in memory, so a hundred new subjects around one busy identifier cost
-the database one read of its links.
+the database one read of its links. The same walk, bounds included, resolves one
+identifier to those linked to it for the staff pages (subjects.identifiers_connected).
 
 The rule: from the new subject, breadth first through the links both ways, at most
 MAX_DEPTH links away; the identifiers reached, in order of distance, then subject
