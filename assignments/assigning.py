@@ -23,9 +23,9 @@ from assignments.selectors import (
     RUNNING_STATUSES,
     ExperimentCatalog,
     ExperimentState,
-    experiment_catalog,
+    experiment_catalog_get,
     experiment_catalog_version,
-    experiment_states,
+    experiment_state_get,
     subject_types_active,
 )
 from assignments.storage import Stored, assignments_fetch, assignments_insert, assignments_link_graph
@@ -161,9 +161,7 @@ def _with_fresh_state(answer):
 
 
 def _experiment_answer(experiment_id: str, subject_ids: list[str], *, bypass_cache: bool) -> dict[str, str] | None:
-    if bypass_cache:
-        experiment_states.forget(experiment_id)
-    state = experiment_states.get(experiment_id)
+    state = experiment_state_get(experiment_id=experiment_id, bypass_cache=bypass_cache)
     if state is None:
         raise ExperimentNotFound(f"No experiment has the ID {experiment_id!r}.")
     # Only an active experiment's subjects are looked up; for the others the read checks
@@ -239,7 +237,7 @@ def _named_experiments(
 def _subject_answer(
     identifiers: dict[int, str], experiment_ids: list[str] | None, *, assign: bool, bypass_cache: bool
 ) -> SubjectAssignments | None:
-    catalog = experiment_catalog.get(bypass_cache=bypass_cache)
+    catalog = experiment_catalog_get(bypass_cache=bypass_cache)
     if experiment_ids is None:
         states = catalog.running(set(identifiers))
     else:

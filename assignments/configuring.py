@@ -40,7 +40,7 @@ from assignments.resources import (
     resource_read,
     resources_check_unique,
 )
-from assignments.selectors import experiment_catalog, experiment_states, subject_types
+from core.cache import caches_clear
 
 MODELS = {"subjecttype": SubjectType, "lab": Lab, "experiment": Experiment}
 # Where a document built by the admin comes from, in error messages and history.
@@ -326,10 +326,9 @@ def resources_apply(
             transaction.set_rollback(True)
     # Answer from the new state in this process at once; other processes see the new
     # resource_version on their next request, and new subject types at once (archived
-    # ones within SUBJECT_TYPE_CACHE_SECONDS).
-    experiment_states.clear()
-    experiment_catalog.clear()
-    subject_types.clear()
+    # ones within SUBJECT_TYPE_CACHE_SECONDS). One call empties every cache of this
+    # process, tokens' included: applies are rare, and a token costs one lookup to reload.
+    caches_clear()
     return [ApplyResult(spec.kind, spec.key, outcomes[index]) for index, spec in enumerate(specs)]
 
 

@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from collections import defaultdict
 from dataclasses import dataclass
 
 from django.db.models import Max, QuerySet, Sum
 
+from assignments.cache import CATALOG, experiment_catalog, experiment_states, subject_types
 from assignments.errors import UnknownSubjectType
 from assignments.hashing import Allocation
 from assignments.models import Cohort, Experiment, SubjectType, Variant, is_resource_id
 
-MAX_CACHED_EXPERIMENTS = 10_000
 # The statuses in which an experiment answers with a variant.
 RUNNING_STATUSES = (Experiment.Status.ACTIVE, Experiment.Status.WINNER_DECLARED)
-# How long a process trusts its list of subject types: one archived elsewhere is refused within this time.
-SUBJECT_TYPE_CACHE_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -111,42 +107,15 @@ def experiment_state_load(*, experiment_id: str) -> ExperimentState | None:
     return states[0] if states else None
 
 
-class ExperimentStateCache:
-    """Per-process cache of ExperimentState by lower-cased experiment ID.
+def experiment_state_get(*, experiment_id: str, bypass_cache: bool = False) -> ExperimentState | None:
+    """The experiment's state from this process's cache, loaded on a miss.
 
-    Entries are not trusted blindly: callers check `version` against the database
-    and `forget` a stale entry. Unknown experiments are not cached, so one created
-    by another process is found on the next request.
+    The caller checks its `version` against the database, and asks again with
+    `bypass_cache` when it is stale.
     """
-
-    def __init__(self) -> None:
-        self._entries: dict[str, ExperimentState] = {}
-        self._lock = threading.Lock()
-
-    def get(self, experiment_id: str) -> ExperimentState | None:
-        cache_key = experiment_id.lower()
-        state = self._entries.get(cache_key)
-        if state is not None:
-            return state
-        state = experiment_state_load(experiment_id=experiment_id)
-        if state is not None:
-            with self._lock:
-                # Bounded by the number of experiments; the guard only stops pathological growth.
-                if len(self._entries) >= MAX_CACHED_EXPERIMENTS:
-                    self._entries.clear()
-                self._entries[cache_key] = state
-        return state
-
-    def forget(self, experiment_id: str) -> None:
-        with self._lock:
-            self._entries.pop(experiment_id.lower(), None)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-
-
-experiment_states = ExperimentStateCache()
+    return experiment_states.get_or_load(
+        experiment_id.lower(), lambda: experiment_state_load(experiment_id=experiment_id), bypass_cache=bypass_cache
+    )
 
 
 def experiment_catalog_version() -> int:
@@ -180,70 +149,43 @@ class ExperimentCatalog:
         ]
 
 
-class ExperimentCatalogCache:
-    """Per-process ExperimentCatalog, checked like ExperimentStateCache's entries.
+def experiment_catalog_load() -> ExperimentCatalog:
+    """Every experiment's state, in two queries."""
+    ordered = sorted(experiment_states_load(Experiment.objects.all()), key=lambda state: state.key.lower())
+    # experiment_catalog_version of the rows just read, in the statement that read them.
+    return ExperimentCatalog(
+        version=sum(state.version for state in ordered),
+        by_key={state.key.lower(): state for state in ordered},
+        ordered=tuple(ordered),
+    )
 
-    The hot path reads experiment_catalog_version in a statement it runs anyway and
-    reloads the whole catalog (two queries) when it moved, so an experiment created or
-    changed by any process is seen by the next request. Experiments are a few hundred
-    rows, and they change a few times a day.
+
+def experiment_catalog_get(*, bypass_cache: bool = False) -> ExperimentCatalog:
+    """The catalog from this process's cache, loaded on a miss (two queries however many experiments there are).
+
+    The caller checks its `version` against experiment_catalog_version in a statement
+    it runs anyway, and asks again with `bypass_cache` when it moved, so an experiment
+    created or changed by any process is seen by the next request. Experiments are a
+    few hundred rows, and they change a few times a day.
     """
-
-    def __init__(self) -> None:
-        self._catalog: ExperimentCatalog | None = None
-
-    def get(self, *, bypass_cache: bool = False) -> ExperimentCatalog:
-        catalog = self._catalog
-        if catalog is None or bypass_cache:
-            ordered = sorted(experiment_states_load(Experiment.objects.all()), key=lambda state: state.key.lower())
-            # experiment_catalog_version of the rows just read, in the statement that read them.
-            catalog = ExperimentCatalog(
-                version=sum(state.version for state in ordered),
-                by_key={state.key.lower(): state for state in ordered},
-                ordered=tuple(ordered),
-            )
-            self._catalog = catalog
-        return catalog
-
-    def clear(self) -> None:
-        self._catalog = None
+    return experiment_catalog.get_or_load(CATALOG, experiment_catalog_load, bypass_cache=bypass_cache)
 
 
-experiment_catalog = ExperimentCatalogCache()
+def subject_type_get(*, subject_type_id: str) -> SubjectType | None:
+    """The subject type with this ID (any case), from this process's cache.
 
-
-class SubjectTypeCache:
-    """Per-process map of every subject type by lower-cased ID, for /id-link.
-
-    Loaded whole in one query (subject types are a handful of rows) and trusted
-    for SUBJECT_TYPE_CACHE_SECONDS, so a link costs no lookup of its types. An ID
-    it does not hold reloads it at once: a type created by another process is
-    known on the next request, and an unknown ID costs the one query it always did.
+    An ID it does not hold, or holds past SUBJECT_TYPE_CACHE_SECONDS, reloads every
+    type in one query: a type created by another process is known on the next
+    request, and an unknown ID costs the one query it always did.
     """
-
-    def __init__(self) -> None:
-        self._snapshot: tuple[float, dict[str, SubjectType]] = (float("-inf"), {})
-
-    def _load(self) -> dict[str, SubjectType]:
-        types = {subject_type.key.lower(): subject_type for subject_type in SubjectType.objects.all()}
-        self._snapshot = (time.monotonic(), types)
-        return types
-
-    def get(self, subject_type_id: str) -> SubjectType | None:
-        loaded_at, types = self._snapshot
-        reloaded = time.monotonic() - loaded_at > SUBJECT_TYPE_CACHE_SECONDS
-        if reloaded:
-            types = self._load()
-        subject_type = types.get(subject_type_id.lower())
-        if subject_type is None and not reloaded:
-            subject_type = self._load().get(subject_type_id.lower())
-        return subject_type
-
-    def clear(self) -> None:
-        self._snapshot = (float("-inf"), {})
-
-
-subject_types = SubjectTypeCache()
+    cache_key = subject_type_id.lower()
+    subject_type = subject_types.get(cache_key)
+    if subject_type is None:
+        loaded = {subject_type.key.lower(): subject_type for subject_type in SubjectType.objects.all()}
+        for key, value in loaded.items():
+            subject_types.put(key, value)
+        subject_type = loaded.get(cache_key)
+    return subject_type
 
 
 def subject_types_active(type_ids: dict[str, str]) -> dict[str, SubjectType]:
@@ -253,7 +195,8 @@ def subject_types_active(type_ids: dict[str, str]) -> dict[str, SubjectType]:
     (as this process last saw them, at most SUBJECT_TYPE_CACHE_SECONDS ago).
     """
     found = {
-        path: subject_types.get(type_id) if is_resource_id(type_id) else None for path, type_id in type_ids.items()
+        path: subject_type_get(subject_type_id=type_id) if is_resource_id(type_id) else None
+        for path, type_id in type_ids.items()
     }
     errors = []
     for path, subject_type in found.items():

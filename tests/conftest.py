@@ -18,8 +18,8 @@ from hypothesis import settings as hypothesis_settings
 from assignments.configuring import Actor, resources_apply
 from assignments.distribution import citus_version
 from assignments.resources import resources_parse
-from assignments.selectors import experiment_catalog, experiment_states, subject_types
 from config.healthz import database_probe, probe_connection
+from core.cache import caches_clear
 from tests.server import free_port
 from tokens.models import Role
 from tokens.services import api_token_create
@@ -82,15 +82,11 @@ def django_db_setup(django_db_setup, django_db_blocker):
 
 
 @pytest.fixture(autouse=True)
-def _fresh_experiment_cache():
-    """Each test sees the database, not a state cached by an earlier test."""
-    experiment_states.clear()
-    experiment_catalog.clear()
-    subject_types.clear()
+def _fresh_caches():
+    """Each test sees the database, not a state or a token cached by an earlier test."""
+    caches_clear()
     yield
-    experiment_states.clear()
-    experiment_catalog.clear()
-    subject_types.clear()
+    caches_clear()
 
 
 def apply_yaml(text: str, *, dry_run: bool = False):

@@ -8,13 +8,12 @@ with the clock on every request.
 
 from __future__ import annotations
 
-import threading
-import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
 
+from core.cache import ProcessCache, TimeToLive
 from tokens.models import ApiToken
 
 MAX_CACHED_TOKENS = 10_000
@@ -60,43 +59,29 @@ class ApiTokenCache:
     """
 
     def __init__(self) -> None:
-        self._entries: dict[str, tuple[float, ApiTokenSnapshot]] = {}
-        self._used: dict[str, datetime] = {}
-        self._lock = threading.Lock()
+        self.snapshots: ProcessCache[str, ApiTokenSnapshot] = ProcessCache(
+            max_entries=MAX_CACHED_TOKENS, policy=TimeToLive(lambda: settings.API_TOKEN_CACHE_SECONDS)
+        )
+        # A recorded use matters for LAST_USED_RESOLUTION, and no longer.
+        self.uses: ProcessCache[str, datetime] = ProcessCache(
+            max_entries=MAX_CACHED_TOKENS, policy=TimeToLive(LAST_USED_RESOLUTION.total_seconds)
+        )
 
     def get(self, digest: str) -> ApiTokenSnapshot | None:
-        entry = self._entries.get(digest)
-        if entry is not None and entry[0] > time.monotonic():
-            return entry[1]
-        return None
+        return self.snapshots.get(digest)
 
     def put(self, snapshot: ApiTokenSnapshot) -> None:
-        with self._lock:
-            if len(self._entries) >= MAX_CACHED_TOKENS:
-                self._entries.clear()
-                self._used.clear()
-            self._entries[snapshot.digest] = (time.monotonic() + settings.API_TOKEN_CACHE_SECONDS, snapshot)
-            if snapshot.last_used_at is not None:
-                known = self._used.get(snapshot.digest)
-                self._used[snapshot.digest] = max(known, snapshot.last_used_at) if known else snapshot.last_used_at
+        self.snapshots.put(snapshot.digest, snapshot)
+        last_used_at = snapshot.last_used_at
+        if last_used_at is not None:
+            self.uses.put_unless(snapshot.digest, last_used_at, keep=lambda known: known >= last_used_at)
 
     def use_is_due(self, digest: str, *, now: datetime) -> bool:
         """True, and notes the use, when last_used_at may be older than LAST_USED_RESOLUTION."""
-        with self._lock:
-            last = self._used.get(digest)
-            if last is not None and last > now - LAST_USED_RESOLUTION:
-                return False
-            self._used[digest] = now
-            return True
+        return self.uses.put_unless(digest, now, keep=lambda last: last > now - LAST_USED_RESOLUTION)
 
     def evict(self, digest: str) -> None:
-        with self._lock:
-            self._entries.pop(digest, None)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self._used.clear()
+        self.snapshots.forget(digest)
 
 
 api_tokens = ApiTokenCache()

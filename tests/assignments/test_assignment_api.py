@@ -7,8 +7,8 @@ import json
 import pytest
 from django.test import override_settings
 
+from assignments.cache import experiment_states
 from assignments.models import Assignment, Experiment
-from assignments.selectors import experiment_states
 from tests.assignments.helpers import assert_problem, error_fields, reference_variant
 from tests.conftest import apply_yaml
 

@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from assignments.selectors import experiment_states
+from assignments.cache import experiment_states
 
 PATH = "/experiment-assignments"
 

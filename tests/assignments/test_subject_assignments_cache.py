@@ -9,8 +9,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from assignments.cache import experiment_catalog
 from assignments.models import Assignment
-from assignments.selectors import experiment_catalog
 from tests.conftest import apply_yaml
 
 PATH = "/assignments"

@@ -7,7 +7,7 @@ import time
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from assignments import selectors
+from assignments import cache
 from assignments.models import SubjectType
 from tests.factories import SubjectTypeFactory
 from tests.idlinks.helpers import LINK_PATH, assert_problem, link_body, stored_links
@@ -43,7 +43,7 @@ def test_id_link__subject_type_archived_by_another_process__refused_once_the_cac
     api, subject_types, monkeypatch
 ):
     # Given: a warm cache trusted for 0.2 s, then `device` archived without this process knowing
-    monkeypatch.setattr(selectors, "SUBJECT_TYPE_CACHE_SECONDS", 0.2)
+    monkeypatch.setattr(cache, "SUBJECT_TYPE_CACHE_SECONDS", 0.2)
     api.post(LINK_PATH, link_body(("user", "u-0"), ("device", "d-0")))
     SubjectType.objects.filter(key="device").update(status=SubjectType.Status.ARCHIVED)
 
