@@ -524,7 +524,7 @@ def test_import_process__invalid_file__exit_1_errors_on_stderr_no_traceback(chec
     stderr = result.stderr.decode()
     assert "Traceback" not in stderr
     assert "line 3: subject_id must not be empty" in stderr
-    assert "line 4: subject_id" in stderr
+    assert "line 4: not UTF-8: byte 0xff in subject_id" in stderr
     assert Assignment.objects.count() == 0
 
 
