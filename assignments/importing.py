@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import datetime as dt
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ HEADERS = (["subject_id", "variant_id"], ["subject_id", "variant_id", "created_a
 BATCH_SIZE = 5000
 # The first errors are shown; past this many the rest are only counted.
 MAX_ERRORS_SHOWN = 50
+_UNDECODABLE = re.compile("[\udc80-\udcff]")
 
 
 class ImportInvalid(Exception):
@@ -57,8 +59,8 @@ class _Row:
 def _rows(path: Path, variants: dict[str, int], errors: list[str] | None) -> Iterator[_Row | None]:
     """Each data line as a row, or None for a line with an error (then described in `errors`).
 
-    Bytes that are not UTF-8 are kept as lone surrogates (surrogateescape), which no
-    subject or variant ID may contain, so they are reported on their exact line.
+    Bytes that are not UTF-8 are kept as lone surrogates (surrogateescape), so that they are reported
+    on their exact line, as such, before anything else about it.
     """
 
     def error(line: int, message: str) -> None:
@@ -78,11 +80,28 @@ def _rows(path: Path, variants: dict[str, int], errors: list[str] | None) -> Ite
                 return
             for fields in reader:
                 # An empty line (often the last one, from an editor or `echo`) holds no row.
-                if fields:
+                if not fields:
+                    continue
+                undecodable = _undecodable_problem(fields, header)
+                if undecodable:
+                    error(reader.line_num, undecodable)
+                    yield None
+                else:
                     yield _row(reader.line_num, fields, len(header), variants, errors)
         except csv.Error as exc:
             error(reader.line_num, f"not valid CSV: {exc}")
             yield None
+
+
+def _undecodable_problem(fields: list[str], header: list[str]) -> str | None:
+    """The first byte that is not UTF-8 (surrogateescape made it U+DC80..U+DCFF) and its column, or None."""
+    for position, value in enumerate(fields):
+        match = _UNDECODABLE.search(value)
+        if match:
+            column = header[position] if position < len(header) else f"field {position + 1}"
+            byte = ord(match.group()) - 0xDC00
+            return f"not UTF-8: byte 0x{byte:02x} in {column}; save the file as UTF-8"
+    return None
 
 
 def _row(line: int, fields: list[str], width: int, variants: dict[str, int], errors: list[str] | None) -> _Row | None:

@@ -93,9 +93,11 @@ class IsProxyRole(_RolePermission):
     """The assignment and identifier-link endpoints: `proxy` and `admin` tokens."""
 
     roles = frozenset({Role.PROXY, Role.ADMIN})
+    message = "This endpoint needs a token of role proxy or admin."
 
 
 class IsAdminRole(_RolePermission):
     """Everything else: `admin` tokens only."""
 
     roles = frozenset({Role.ADMIN})
+    message = "This endpoint needs a token of role admin."

@@ -1,6 +1,7 @@
 """What the streaming export commands share: their options and where the rows go.
 
-A reader that closes stdout early (`| head`) is handled for every command in manage.py.
+A reader that closes stdout early (`| head`) has taken what it wanted from a command whose output is data
+(DataOutputCommand); any other command stops with a short message (manage.py).
 """
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import os
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,7 +37,25 @@ def since_argument(value: str) -> dt.datetime:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-class ExportCommand(BaseCommand):
+class DataOutputCommand(BaseCommand):
+    """A command whose stdout is data (an export, a report), which only reads: a reader that closes the pipe
+    early (`| head`) is normal, so the command stops there quietly and exits 0, as `git log | head` does."""
+
+    def execute(self, *args, **options):
+        try:
+            output = super().execute(*args, **options)
+            # Within the try: what is still buffered would otherwise meet the closed pipe at exit.
+            self.stdout.flush()
+        except BrokenPipeError:
+            # What is still buffered then goes to /dev/null at exit instead of failing again.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+            return None
+        return output
+
+
+class ExportCommand(DataOutputCommand):
     """A command that streams rows as CSV or JSON Lines to stdout, or to a file replaced only when complete."""
 
     def add_export_arguments(self, parser, *, since_help: str) -> None:

@@ -91,6 +91,14 @@ def database_unavailable_problem(exc: BaseException | None = None):
     )
 
 
+def _permission_denied_detail(exc: Exception) -> str:
+    """The refusing permission's own message (config/authentication.py names the role the endpoint needs),
+    else the general one: DRF's default detail says nothing a caller could act on."""
+    if isinstance(exc, exceptions.PermissionDenied) and exc.detail != exceptions.PermissionDenied.default_detail:
+        return str(exc.detail)
+    return "This token's role may not call this endpoint."
+
+
 def problem_exception_handler(exc: Exception, context: dict) -> Any:
     if isinstance(exc, ProblemError):
         return problem_response(status=exc.status, code=exc.code, title=exc.title, detail=exc.detail, **exc.extra)
@@ -118,7 +126,7 @@ def problem_exception_handler(exc: Exception, context: dict) -> Any:
             status=403,
             code="permission_denied",
             title="Permission denied",
-            detail="This token's role may not call this endpoint.",
+            detail=_permission_denied_detail(exc),
         )
     if isinstance(exc, (exceptions.NotFound, Http404)):
         return problem_response(status=404, code="not_found", title="Not found", detail="No such resource.")

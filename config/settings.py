@@ -160,6 +160,8 @@ AXES_RESET_ON_SUCCESS = True
 # through the proxy, so no forwarded-for header is believed (any caller could write one).
 AXES_IPWARE_META_PRECEDENCE_ORDER = ["REMOTE_ADDR"]
 AXES_LOCKOUT_CALLABLE = "staff.lockout.lockout_response"
+# A refused staff form says why (Django's own page gives the reason only with DEBUG on).
+CSRF_FAILURE_VIEW = "staff.csrf.csrf_failure"
 # No banner at every process start; failures and lockouts are still logged.
 AXES_VERBOSE = False
 

@@ -67,6 +67,19 @@ def run_manage_reader_leaves(*args: str, lines: int) -> ClosedStdoutRun:
     return ClosedStdoutRun(returncode=process.returncode, lines_read=lines_read, stderr=stderr.decode())
 
 
+def run_manage_piped_to_head(*args: str, lines: int) -> subprocess.CompletedProcess:
+    """Run `set -o pipefail; manage.py args | head -n <lines>` in bash: the exit status is the command's own
+    (head's is 0), stdout what head printed, stderr the command's."""
+    return subprocess.run(
+        ["bash", "-c", f'set -o pipefail; "$@" | head -n {lines}', "bash", sys.executable, "manage.py", *args],
+        cwd=PROJECT_DIR,
+        env=manage_env(),
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
+
+
 @dataclass(frozen=True)
 class TerminalRun:
     returncode: int

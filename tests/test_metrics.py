@@ -91,11 +91,12 @@ def test_metrics__no_token__401_problem(anonymous_api, path):
     assert b"http_requests" not in response.content
 
 
-def test_metrics__proxy_token__403_problem(api):
+def test_metrics__proxy_token__403_problem_names_the_role_needed(api):
     response = api.get("/metrics")
 
     assert response.status_code == 403
     assert response.json()["code"] == "permission_denied"
+    assert response.json()["detail"] == "This endpoint needs a token of role admin."
 
 
 def test_metrics__post__405_problem(admin_token):

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import io
 
+import pytest
 import yaml
 from django.core.management import call_command
 
 from assignments.models import Experiment
 from assignments.resources import resources_parse
 from tests.conftest import apply_yaml
+from tests.factories import LabFactory
+from tests.processes import run_manage_piped_to_head
 
 # Values chosen to trip a careless YAML writer: strings that look like numbers,
 # booleans or null; a colon; several lines; non-ASCII; IDs in mixed case; every
@@ -173,3 +176,16 @@ def test_export__reapplied_after_assignments__unchanged_and_nothing_frozen_trips
 
     assert all(line.endswith(": unchanged") for line in apply_lines(exported))
     assert Experiment.objects.get(key="Checkout-Button").cohorts.count() == 1
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_export_process__piped_to_a_reader_that_leaves_at_once__stops_quietly_exit_0():
+    # Given a configuration to export
+    LabFactory.create_batch(50)
+
+    # When the reader goes away before the first line: `export_resources | head -n 0`, under pipefail
+    result = run_manage_piped_to_head("export_resources", lines=0)
+
+    # Then the command stops there as `git log | head` does: its own exit status 0, nothing on stderr
+    assert (result.returncode, result.stderr, result.stdout) == (0, b"", b"")

@@ -310,7 +310,17 @@ INVALID_FILES = [
         id="subject-too-long",
     ),
     pytest.param('subject_id,variant_id\nok,control\n"u2"x,control\n', ["line 3: not valid CSV"], id="broken-quoting"),
-    pytest.param(b"subject_id,variant_id\nok,control\nu\xff2,control\n", ["line 3: subject_id"], id="not-utf-8"),
+    pytest.param(
+        b"subject_id,variant_id\nok,control\nu\xff2,control\n",
+        ["line 3: not UTF-8: byte 0xff in subject_id; save the file as UTF-8"],
+        id="not-utf-8",
+    ),
+    pytest.param(
+        # As a spreadsheet saves "CSV" in Latin-1: caf\xe9 is café
+        "subject_id,variant_id\ncaf\xe9,control\nok,contr\xf4l\n".encode("latin-1"),
+        ["line 2: not UTF-8: byte 0xe9 in subject_id", "line 3: not UTF-8: byte 0xf4 in variant_id"],
+        id="latin-1",
+    ),
     pytest.param(b"", ["line 1: the file is empty"], id="empty-file"),
     pytest.param(
         "subject,variant\nok,control\n",
@@ -514,7 +524,7 @@ def test_import_process__invalid_file__exit_1_errors_on_stderr_no_traceback(chec
     stderr = result.stderr.decode()
     assert "Traceback" not in stderr
     assert "line 3: subject_id must not be empty" in stderr
-    assert "line 4: subject_id" in stderr
+    assert "line 4: not UTF-8: byte 0xff in subject_id" in stderr
     assert Assignment.objects.count() == 0
 
 

@@ -99,6 +99,57 @@ def test_create_api_token__replace__old_token_revoked_new_one_printed(db):
     assert new.revoked_at is None and new.role == Role.ADMIN
 
 
+def keep_demo(path) -> tuple[int, str, str]:
+    return run("create_api_token", "--name", "demo", "--replace", "--keep-in", str(path))
+
+
+def test_create_api_token__keep_in_no_file__created_and_kept_for_its_owner_only(db, tmp_path):
+    code, out, _ = keep_demo(tmp_path / "demo-token")
+
+    token = out.splitlines()[-1]
+    assert code == 0 and out.startswith("created token 'demo'")
+    assert (tmp_path / "demo-token").read_text() == token + "\n"
+    assert (tmp_path / "demo-token").stat().st_mode & 0o777 == 0o600
+
+
+def test_create_api_token__keep_in_live_token__the_same_token_again_still_active(db, tmp_path):
+    # Given the demo token kept from an earlier run, in a file someone made readable to others
+    _, first, _ = keep_demo(tmp_path / "demo-token")
+    (tmp_path / "demo-token").chmod(0o644)
+
+    # When the demo starts again
+    code, out, _ = keep_demo(tmp_path / "demo-token")
+
+    # Then the same token is printed, still active, and the file is its owner's alone
+    assert code == 0
+    assert out.startswith("kept token 'demo' (role proxy, expires never), created ") and "from " in out
+    assert out.splitlines()[-1] == first.splitlines()[-1]
+    assert api_token_find(token=first.splitlines()[-1]).revoked_at is None
+    assert ApiToken.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    "lapse",
+    [
+        pytest.param(lambda: api_token_revoke(name="demo"), id="revoked"),
+        pytest.param(lambda: ApiToken.objects.update(expires_at=timezone.now() - timedelta(seconds=1)), id="expired"),
+        pytest.param(lambda: ApiToken.objects.update(role=Role.ADMIN), id="another-role"),
+        pytest.param(lambda: ApiToken.objects.all().delete(), id="another-database"),
+    ],
+)
+def test_create_api_token__keep_in_token_no_longer_live__a_new_one_kept(db, tmp_path, lapse):
+    _, first, _ = keep_demo(tmp_path / "demo-token")
+    lapse()
+
+    code, out, _ = keep_demo(tmp_path / "demo-token")
+
+    token = out.splitlines()[-1]
+    assert code == 0 and out.startswith("created token 'demo'")
+    assert token != first.splitlines()[-1]
+    assert (tmp_path / "demo-token").read_text() == token + "\n"
+    assert api_token_find(token=token).state(now=timezone.now()) == "active"
+
+
 def test_revoke_api_token__live_token__revoked_summary(db):
     _, token = api_token_create(name="backend")
 
