@@ -1,4 +1,4 @@
-"""docs/api.md, the API reference, checked against the OpenAPI schema the service serves: neither can drift."""
+"""docs/reference/api.md, the API reference, checked against the OpenAPI schema the service serves: no drift."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "api.md"
+DOC = Path(__file__).resolve().parent.parent / "docs" / "reference" / "api.md"
 FIELD_ROW = re.compile(r"^\| `([a-z_]+)` \| (?:string|array|object|boolean)", re.MULTILINE)
 CODE_ROW = re.compile(r"^\| `([a-z_]+)` \| (\d{3}) \|", re.MULTILINE)
 MEMBER_ROW = re.compile(r"^\| `([a-z_]+)` \| (string|integer|array) \| (always)?", re.MULTILINE)
@@ -33,7 +33,7 @@ def section_of(path: str, method: str) -> str:
     found = [
         text for heading, text in sections().items() if path in heading.split() and method.upper() in heading.split()
     ]
-    assert len(found) == 1, f"docs/api.md needs one section headed with {method.upper()} and {path}"
+    assert len(found) == 1, f"docs/reference/api.md needs one section headed with {method.upper()} and {path}"
     return found[0]
 
 

@@ -1,7 +1,7 @@
-"""docs/configuration.md lists every environment variable the code reads, and only those: a variable read by the
-service, its gunicorn settings, its proxy's render script or scripts/run-demo without a row there fails, and so
-does a row that nothing reads any more. Where the Python code states a default, bounds or choices, the row must
-say the same.
+"""docs/reference/configuration.md lists every environment variable the code reads, and only those: a variable
+read by the service, its gunicorn settings, its proxy's render script or scripts/run-demo without a row there
+fails, and so does a row that nothing reads any more. Where the Python code states a default, bounds or choices,
+the row must say the same. It is the one settings table: no other page of the documentation repeats one.
 """
 
 from __future__ import annotations
@@ -13,12 +13,16 @@ from pathlib import Path
 
 from tests.server import PROJECT_DIR
 
-CONFIGURATION_DOC = PROJECT_DIR / "docs" / "configuration.md"
+CONFIGURATION_DOC = PROJECT_DIR / "docs" / "reference" / "configuration.md"
+# Every other page a reader may take settings from.
+OTHER_DOCS = [PROJECT_DIR / "README.md", *sorted((PROJECT_DIR / "docs").rglob("*.md"))]
 # Python that is not the service's: the tools, and what is not source at all.
 NOT_SERVICE = {"tests", "bench", "scripts", "var", "node_modules"}
 # config/env.py's readers (env_str, env_int, ... and any added later) and the standard library's (a WSGI
 # `environ` is a request's, not the process's).
 READER = re.compile(r"(?:\w+\.)?(?:env_\w+|secret_key)|os\.environ\.get|os\.getenv")
+# A table row whose first cell names variables: | `NAME` | ... or | `NAME` / `OTHER` | ...
+SETTING_ROW = re.compile(r"^\| (`[A-Z][A-Z0-9_]*`(?:(?: / |, | or )`[A-Z_][A-Z0-9_]*`)*) \|", re.MULTILINE)
 # A row of a table of the page: | `NAME` | default | accepted | meaning |
 ROW = re.compile(r"^\| `([A-Z][A-Z0-9_]*)` \| (.+?) \| (.+?) \| .+ \|$", re.MULTILINE)
 # scripts/run-demo reads a variable as ${NAME:-default}; deploy/proxy/render reads every PROXY_* it names.
@@ -136,7 +140,7 @@ def test_configuration_docs__every_variable_read__has_a_row():
     # Reversed, so each variable is reported where it is first read.
     missing = {read.name: read.where for read in reversed(code_reads()) if read.name not in rows}
 
-    assert not missing, "read by the code but not documented in docs/configuration.md: " + ", ".join(
+    assert not missing, "read by the code but not documented in docs/reference/configuration.md: " + ", ".join(
         f"{name} ({where})" for name, where in sorted(missing.items())
     )
 
@@ -144,7 +148,7 @@ def test_configuration_docs__every_variable_read__has_a_row():
 def test_configuration_docs__every_row__is_read_by_the_code():
     stale = sorted(set(documented()) - {read.name for read in code_reads()})
 
-    assert not stale, f"docs/configuration.md documents variables nothing reads: {stale}"
+    assert not stale, f"docs/reference/configuration.md documents variables nothing reads: {stale}"
 
 
 def test_configuration_docs__defaults_and_bounds_in_the_code__are_the_rows():
@@ -160,3 +164,19 @@ def test_configuration_docs__defaults_and_bounds_in_the_code__are_the_rows():
             wrong.append(f"{read.name} ({read.where}): accepts {expected!r}, the page says {row.accepted!r}")
 
     assert not wrong, "\n".join(wrong)
+
+
+def test_configuration_docs__other_pages__link_to_the_table_instead_of_repeating_rows():
+    read = {read.name for read in code_reads()}
+    repeated = []
+    for page in OTHER_DOCS:
+        if page == CONFIGURATION_DOC:
+            continue
+        for match in SETTING_ROW.finditer(page.read_text(encoding="utf-8")):
+            names = set(re.findall(r"`([A-Z_][A-Z0-9_]*)`", match[1])) & read
+            if names:
+                repeated.append(f"{page.relative_to(PROJECT_DIR)}: {', '.join(sorted(names))}")
+
+    assert not repeated, "settings tables outside docs/reference/configuration.md (link to its rows instead):\n" + (
+        "\n".join(repeated)
+    )

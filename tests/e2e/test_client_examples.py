@@ -1,4 +1,4 @@
-"""docs/clients.md's Python and JavaScript clients, run as the page shows them against the real service on a
+"""docs/how-to/clients.md's Python and JavaScript clients, run as the page shows them against the real service on a
 private PostgreSQL cluster: each fenced block is written to the file its first line names, so what is tested
 is what a reader copies. The examples print what the page says; a real database outage is retried after the
 503's Retry-After and then answered; an error that is not retried is raised at once; the timeout is kept."""
@@ -21,7 +21,7 @@ from tests.server import PROJECT_DIR, gunicorn, silent_server, wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.e2e]
 
-CLIENTS_DOC = PROJECT_DIR / "docs" / "clients.md"
+CLIENTS_DOC = PROJECT_DIR / "docs" / "how-to" / "clients.md"
 BLOCK = re.compile(r"^```(?:python|js)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 FILE_NAME = re.compile(r"(?:#|//) ([\w.-]+\.(?:py|mjs))\n")
 # The last line of an example: its output, as a comment.
@@ -81,11 +81,11 @@ LANGUAGES = [
 
 
 def doc_files() -> dict[str, str]:
-    """{file name: text} of every Python and JavaScript block of docs/clients.md, named by its first line."""
+    """{file name: text} of every Python and JavaScript block of docs/how-to/clients.md, named by its first line."""
     files = {}
     for match in BLOCK.finditer(CLIENTS_DOC.read_text(encoding="utf-8")):
         name = FILE_NAME.match(match[1])
-        assert name, f"a block of docs/clients.md does not start with the name of its file:\n{match[1]}"
+        assert name, f"a block of docs/how-to/clients.md does not start with the name of its file:\n{match[1]}"
         files[name[1]] = match[1]
     return files
 
