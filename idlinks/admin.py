@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.utils.html import format_html, format_html_join
 
-from config.admin import EstimatedCountPaginator, ExactSearchAdmin, subject_id_html
+from core.admin import EstimatedCountPaginator, ExactSearchAdmin, subject_id_html
 from idlinks.models import IdentifierLink
 from idlinks.selectors import DEFAULT_MAX_DEPTH, identifiers_connected
 

@@ -19,7 +19,7 @@ from assignments.configuring import Actor, resources_apply
 from assignments.distribution import citus_version
 from assignments.resources import resources_parse
 from assignments.selectors import experiment_catalog, experiment_states, subject_types
-from config.healthz import database_probe, probe_connection
+from core.healthz import database_probe, probe_connection
 from tests.server import free_port
 from tokens.models import Role
 from tokens.services import api_token_create

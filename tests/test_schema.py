@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 from drf_spectacular.validation import validate_schema
 
-from config.schema import PROBLEM_CODES
+from core.api.schema import PROBLEM_CODES
 
 SCHEMA_PATHS = ["/api/schema", "/api/schema/"]
 DOCS_PATHS = ["/api/docs", "/api/docs/"]

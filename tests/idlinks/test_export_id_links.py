@@ -12,7 +12,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import DataError, connection
 
-from config.exports import CHUNK_SIZE
+from core.exports import CHUNK_SIZE
 from idlinks.models import IdentifierLink
 from tests.factories import IdentifierLinkFactory
 from tests.processes import CLOSED_STDOUT_MESSAGE, run_manage, run_manage_reader_leaves, run_manage_stderr_on_terminal

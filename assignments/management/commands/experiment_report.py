@@ -2,16 +2,17 @@ from __future__ import annotations
 
 import json
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from assignments.reports import ExperimentReport, experiment_report
 from assignments.selectors import experiment_get_ci
+from core.commands import ServiceCommand
 
 TABLE_COLUMNS = ("cohort", "variant", "assignments", "expected", "observed", "srm p-value")
 RIGHT_ALIGNED = {"cohort", "assignments", "expected", "observed", "srm p-value"}
 
 
-class Command(BaseCommand):
+class Command(ServiceCommand):
     help = (
         "Per cohort and variant of an experiment: assignments, expected and observed share, "
         "and the sample-ratio-mismatch p-value of each cohort (chi-square goodness of fit), counting hashed "

@@ -1,11 +1,10 @@
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand
-
 from assignments.resources import KINDS, resources_export
+from core.commands import ServiceCommand
 
 
-class Command(BaseCommand):
+class Command(ServiceCommand):
     help = "Print the configuration as YAML that apply_resources accepts unchanged."
 
     def add_arguments(self, parser) -> None:

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from assignments.history import change_diff, resource_history
 from assignments.resources import KINDS
+from core.commands import ServiceCommand
 
 
-class Command(BaseCommand):
+class Command(ServiceCommand):
     help = "The recorded changes of one resource, newest first: version, time, who, and a diff of the document."
 
     def add_arguments(self, parser) -> None:

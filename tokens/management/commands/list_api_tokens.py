@@ -1,15 +1,15 @@
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand
 from django.utils import timezone
 
+from core.commands import ServiceCommand
 from tokens.selectors import api_token_list
 from tokens.timestamps import timestamp
 
 COLUMNS = ["name", "role", "state", "created", "expires", "last used", "revoked"]
 
 
-class Command(BaseCommand):
+class Command(ServiceCommand):
     help = "List API tokens: name, role, state, created, expires, last used, revoked. Never the secret."
 
     def handle(self, *args, **options) -> None:

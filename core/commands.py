@@ -1,4 +1,5 @@
-"""What the streaming export commands share: their options and where the rows go.
+"""What the service's commands share: the version they report, and for the streaming exports their
+options and where the rows go.
 
 A reader that closes stdout early (`| head`) is handled for every command in manage.py.
 """
@@ -14,7 +15,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from config.exports import (
+from core.exports import (
     EXPORT_FORMATS,
     ExportFormat,
     LineSink,
@@ -23,7 +24,8 @@ from config.exports import (
     since_parse,
     streaming_read,
 )
-from config.progress import counted, progress_bar
+from core.progress import counted, progress_bar
+from core.version import VERSION
 
 
 def since_argument(value: str) -> dt.datetime:
@@ -34,7 +36,17 @@ def since_argument(value: str) -> dt.datetime:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-class ExportCommand(BaseCommand):
+class ServiceCommand(BaseCommand):
+    """The base of the service's own commands: `--version` prints the service's version, not Django's.
+
+    Django's own commands (migrate, runserver, createsuperuser, ...) keep printing Django's version.
+    """
+
+    def get_version(self) -> str:
+        return VERSION
+
+
+class ExportCommand(ServiceCommand):
     """A command that streams rows as CSV or JSON Lines to stdout, or to a file replaced only when complete."""
 
     def add_export_arguments(self, parser, *, since_help: str) -> None:
