@@ -1,4 +1,4 @@
-"""API token authentication and role permissions (docs/api.md, docs/tokens.md)."""
+"""API token authentication, its OpenAPI security schemes and role permissions (docs/api.md, docs/tokens.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The OpenAPI description's shared parts: the Problem body, error responses, security, /healthz."""
+"""The OpenAPI description's shared parts: the Problem body, error responses, /healthz (the
+security schemes are in tokens/authentication.py, the experiment status of a 409 in assignments/schema.py)."""
 
 from __future__ import annotations
 
