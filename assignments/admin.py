@@ -30,7 +30,7 @@ from assignments.models import Assignment, Cohort, Experiment, Lab, ResourceChan
 from assignments.reports import experiment_daily, experiment_report
 from assignments.resources import ResourceInvalid
 from assignments.subjects import subject_lookup
-from config.admin import EstimatedCountPaginator, ExactSearchAdmin, ReadOnlyAdmin, subject_id_html
+from core.admin import EstimatedCountPaginator, ExactSearchAdmin, ReadOnlyAdmin, subject_id_html
 
 ADMIN_HISTORY_ENTRIES = 20
 

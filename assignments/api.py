@@ -13,18 +13,18 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from assignments.assigning import Unassigned, assign_subject, assign_subjects
-from config.api import JsonApiView, RequestBody
-from config.authentication import IsProxyRole
-from config.database import with_live_connection
-from config.fields import (
+from core.api.fields import (
     IdentifierMapField,
     StrictBooleanField,
     StrictStringField,
     StringListField,
     SubjectIdListField,
 )
-from config.requestlog import request_log_note
-from config.schema import TOKEN_PROBLEMS, ProblemDoc, problem_responses
+from core.api.schema import TOKEN_PROBLEMS, ProblemDoc, problem_responses
+from core.api.views import JsonApiView, RequestBody
+from core.database import with_live_connection
+from core.middleware.requestlog import request_log_note
+from tokens.authentication import IsProxyRole
 
 # Longer than any resource ID, so that a long unknown ID is still answered 404 experiment_not_found.
 EXPERIMENT_ID_MAX_LENGTH = 1000

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import IntegrityError
 from django.utils import timezone
 
+from assignments import metrics
 from assignments.errors import ExperimentNotActive, ExperimentNotFound
 from assignments.linking import linked_first
 from assignments.models import Assignment, Experiment, Variant
@@ -29,7 +30,6 @@ from assignments.selectors import (
     subject_types_active,
 )
 from assignments.storage import Stored, assignments_fetch, assignments_insert, assignments_link_graph
-from config import metrics
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def _new_rows(states: dict[int, ExperimentState], missing: list[tuple[int, str]]
 
 
 def _count(states: dict[int, ExperimentState], rows: list[tuple], inserted: Stored, lost: dict[int, list[str]]) -> None:
-    """The metrics of one settling (config/metrics.py): the assignments stored, by experiment and source,
+    """The metrics of one settling (assignments/metrics.py): the assignments stored, by experiment and source,
     and those a concurrent request stored first, by experiment; labelled by the experiment's configured ID.
 
     Without a walk over a batch's rows where it can: only an experiment that follows links stores

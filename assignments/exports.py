@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from assignments.distribution import assignments_distributed
 from assignments.models import Assignment, Experiment, Variant
-from config.exports import CHUNK_SIZE, time_ordered, timestamp_format
+from core.exports import CHUNK_SIZE, time_ordered, timestamp_format
 
 ASSIGNMENT_COLUMNS = ("experiment_id", "subject_id", "variant_id", "cohort", "created_at", "source")
 

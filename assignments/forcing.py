@@ -19,7 +19,7 @@ from django.utils import timezone
 from assignments.models import Assignment, Experiment, Variant
 from assignments.selectors import experiment_cohort_current
 from assignments.storage import assignments_insert_rows
-from config.fields import character_problem, subject_id_problem
+from core.api.fields import character_problem, subject_id_problem
 
 REASON_MAX_LENGTH = 500
 # Forcing serves nobody once an experiment has stopped assigning for good.

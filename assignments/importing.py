@@ -23,8 +23,8 @@ from django.utils import timezone
 from assignments.models import Assignment, Experiment, Variant
 from assignments.selectors import experiment_cohort_current
 from assignments.storage import assignments_insert_rows
-from config.exports import since_parse
-from config.fields import subject_id_problem
+from core.api.fields import subject_id_problem
+from core.exports import since_parse
 
 HEADERS = (["subject_id", "variant_id"], ["subject_id", "variant_id", "created_at"])
 BATCH_SIZE = 5000

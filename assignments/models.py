@@ -7,7 +7,7 @@ from django.db import models
 from django.db.models.functions import Lower
 from django.utils import timezone
 
-from config.fields import subject_id_isolated
+from core.api.fields import subject_id_isolated
 
 RESOURCE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 resource_id_validator = RegexValidator(RESOURCE_ID_PATTERN, "must match " + RESOURCE_ID_PATTERN)

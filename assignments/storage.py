@@ -8,7 +8,7 @@ index on (experiment_id, subject_id), which a join keeps in use even when the
 table's statistics are stale. One JSON string rather than arrays: converting a
 1000-item array parameter cost more than the statements themselves
 (docs/benchmarks.md). Where it is safe, the statements are prepared
-(config.database.statement_cursor).
+(core.database.statement_cursor).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from assignments.linking import (
     graph_params,
     link_graph,
 )
-from config.database import statement_cursor
+from core.database import statement_cursor
 
 TABLE = "assignments_assignment"
 
@@ -52,7 +52,7 @@ FROM assignments_experiment e
 # Each subject is looked up on its own, through the unique index on (experiment_id,
 # subject_id): OFFSET 0 keeps the planner from turning the lookup into a join, for
 # which it could pick a scan of all the experiment's rows. This statement is
-# prepared (config.database.statement_cursor), and a prepared statement's generic
+# prepared (core.database.statement_cursor), and a prepared statement's generic
 # plan is chosen without knowing the experiment: with many small experiments in the
 # statistics, a join plan would read the whole of a big one on every request.
 POSTGRES_FETCH = """

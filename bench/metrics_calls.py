@@ -1,11 +1,11 @@
 """The counting calls of one request, timed in one process: what bench/metrics measures over HTTP, without
 the noise of a shared machine.
 
-`.venv/bin/python -m bench.metrics_calls` runs each call of config/metrics.py that a
-request makes, in prometheus_client's multi-process mode (a fresh
+`.venv/bin/python -m bench.metrics_calls` runs each metrics call (core/observability/metrics.py and the
+apps' metrics.py) that a request makes, in prometheus_client's multi-process mode (a fresh
 PROMETHEUS_MULTIPROC_DIR, as under gunicorn), many times over, and prints the best
 of five rounds in microseconds per call, and per request of each kind; and, to
-compare, the request's log line (config/requestlog.py), formatted as JSON and
+compare, the request's log line (core/middleware/requestlog.py), formatted as JSON and
 written to /dev/null.
 """
 
@@ -34,14 +34,16 @@ def _measure() -> int:
     import django
 
     django.setup()
-    from config import metrics
+    from assignments import metrics as assignment_metrics
+    from core.observability import metrics
+    from tokens import metrics as token_metrics
 
     calls = {
         "request counted and timed (every request)": lambda: metrics.http_request_observe(
             endpoint="experiment-assignments", method="POST", status=200, seconds=0.01
         ),
-        "token cache lookup (every request with a token)": lambda: metrics.api_token_cache_lookup(hit=True),
-        "assignments created (a request that stores any)": lambda: metrics.assignments_created(
+        "token cache lookup (every request with a token)": lambda: token_metrics.api_token_cache_lookup(hit=True),
+        "assignments created (a request that stores any)": lambda: assignment_metrics.assignments_created(
             experiment="checkout-button", source="hashed", count=1
         ),
         "health check (GET /healthz)": lambda: metrics.healthz_checked(ok=True),

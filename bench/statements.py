@@ -72,7 +72,7 @@ def statements_count(*, scenarios: list[Scenario], token: str, seeded: int, pref
 
         with connection.execute_wrapper(record), CaptureQueriesContext(connection) as captured:
             post(scenario, ids.next_batch())
-        # The log has no text for a prepared statement (config/database.py): take it as the cursor got it.
+        # The log has no text for a prepared statement (core/database.py): take it as the cursor got it.
         cursor_texts = iter(texts)
         sql = [query["sql"] if query["sql"] in _TRANSACTION else next(cursor_texts) for query in captured]
         counts.append(

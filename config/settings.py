@@ -14,6 +14,7 @@ from config.env import (
     env_str,
     secret_key,
 )
+from core.version import VERSION
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
@@ -24,14 +25,14 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1")
 DEFAULT_DATABASE_URL = f"sqlite:///{VAR_DIR / 'db.sqlite3'}"
 DATABASE_URL = env_str("DATABASE_URL", "") or DEFAULT_DATABASE_URL
 DATABASES = {"default": database_from_url("DATABASE_URL", DATABASE_URL)}
-# The assignment hot path's statements prepared once per connection (config/database.py).
+# The assignment hot path's statements prepared once per connection (core/database.py).
 # Off behind a pooler that cannot keep prepared statements: PgBouncer in transaction mode
 # before 1.21, or with max_prepared_statements = 0 (docs/deployment.md).
 DATABASE_PREPARED_STATEMENTS = env_bool("DATABASE_PREPARED_STATEMENTS", True)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Persistent connections. A kept one that broke (a database restart) is replaced
-    # without a round trip per request: config.middleware.ConnectionCheckMiddleware
-    # before staff pages, config.database.with_live_connection on the API.
+    # without a round trip per request: core.middleware.guards.ConnectionCheckMiddleware
+    # before staff pages, core.database.with_live_connection on the API.
     DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 600, minimum=0)
     DATABASES["default"]["OPTIONS"].setdefault("connect_timeout", "3")
     if not env_bool("DATABASE_JIT", False):
@@ -110,26 +111,26 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # Before everything: the request's ID, its log line and its metrics (docs/observability.md), which
     # do no I/O of their own beside the log line, so they can neither slow nor fail /healthz.
-    "config.requestid.RequestIdMiddleware",
-    "config.requestlog.RequestLogMiddleware",
-    "config.requestmetrics.RequestMetricsMiddleware",
+    "core.middleware.requestid.RequestIdMiddleware",
+    "core.middleware.requestlog.RequestLogMiddleware",
+    "core.observability.requestmetrics.RequestMetricsMiddleware",
     # Then /healthz is answered before any other middleware can slow or fail it.
-    "config.healthz.HealthCheckMiddleware",
+    "core.healthz.HealthCheckMiddleware",
     # Second: wraps everything below, so a database failure anywhere becomes 503, not a 500 page.
-    "config.middleware.DatabaseUnavailableMiddleware",
-    "config.middleware.BodySizeLimitMiddleware",
+    "core.middleware.guards.DatabaseUnavailableMiddleware",
+    "core.middleware.guards.BodySizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Serves the admin's and /api/docs' assets from the installed packages: no CDN, no collectstatic.
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "config.middleware.ConnectionCheckMiddleware",
+    "core.middleware.guards.ConnectionCheckMiddleware",
     # Sessions, users and messages are the staff console's: API requests pass them by
-    # (config.middleware.staff_only). CSRF and framing stay as they are, for every
+    # (core.middleware.staffonly.staff_only). CSRF and framing stay as they are, for every
     # request: a header check each, and `manage.py check --deploy` looks for them.
-    "config.middleware.StaffOnlySessionMiddleware",
+    "core.middleware.staffonly.StaffOnlySessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
-    "config.middleware.StaffOnlyAuthenticationMiddleware",
-    "config.middleware.StaffOnlyMessageMiddleware",
+    "core.middleware.staffonly.StaffOnlyAuthenticationMiddleware",
+    "core.middleware.staffonly.StaffOnlyMessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last, as axes asks: turns a refused sign-in into the lockout page. On any other request it
     # reads one attribute and does no I/O, so it is not worth a staff_only wrapper (which axes'
@@ -199,11 +200,11 @@ STATIC_URL = "static/"
 WHITENOISE_USE_FINDERS = True
 
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["config.authentication.ApiTokenAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["config.authentication.IsAdminRole"],
-    "DEFAULT_PARSER_CLASSES": ["config.parsers.JsonParser"],
-    "DEFAULT_RENDERER_CLASSES": ["config.renderers.JsonRenderer"],
-    "EXCEPTION_HANDLER": "config.exceptions.problem_exception_handler",
+    "DEFAULT_AUTHENTICATION_CLASSES": ["tokens.authentication.ApiTokenAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["tokens.authentication.IsAdminRole"],
+    "DEFAULT_PARSER_CLASSES": ["core.api.parsers.JsonParser"],
+    "DEFAULT_RENDERER_CLASSES": ["core.api.renderers.JsonRenderer"],
+    "EXCEPTION_HANDLER": "core.api.exceptions.problem_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
@@ -214,7 +215,7 @@ SPECTACULAR_SETTINGS = {
     "so a subject keeps its variant; links identifiers of one subject so that an assignment can follow the "
     "links. Calls need an API token in `Authorization: Bearer <token>` or `Authentication`; errors are "
     "application/problem+json.",
-    "VERSION": "1",
+    "VERSION": VERSION,
     "SERVE_INCLUDE_SCHEMA": False,
     # /api/schema and /api/docs are public: a bad token there is ignored.
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
@@ -225,12 +226,13 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
     "REDOC_DIST": "SIDECAR",
     "ENUM_NAME_OVERRIDES": {
-        "ProblemCode": "config.schema.PROBLEM_CODES",
-        "ExperimentStatus": "config.schema.EXPERIMENT_STATUSES",
+        "ProblemCode": "core.api.schema.PROBLEM_CODES",
+        "ExperimentStatus": "assignments.schema.EXPERIMENT_STATUSES",
     },
     "POSTPROCESSING_HOOKS": [
+        "assignments.schema.postprocess_schema",
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "config.schema.postprocess_schema",
+        "core.api.schema.postprocess_schema",
     ],
 }
 
@@ -238,18 +240,19 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "json": {"()": "config.logformats.JsonFormatter"},
-        "text": {"()": "config.logformats.TextFormatter"},
+        "json": {"()": "core.observability.logformats.JsonFormatter"},
+        "text": {"()": "core.observability.logformats.TextFormatter"},
     },
     "filters": {
-        # A failure repeated by every request (a database outage) is one line and a count (config/logfilters.py).
-        "repeats": {"()": "config.logfilters.RepeatSummaryFilter"},
-        "no_503": {"()": "config.logfilters.ServiceUnavailableFilter"},
-        "request_id": {"()": "config.logfilters.RequestIdFilter"},
+        # A failure repeated by every request (a database outage) is one line and a count
+        # (core/observability/logfilters.py).
+        "repeats": {"()": "core.observability.logfilters.RepeatSummaryFilter"},
+        "no_503": {"()": "core.observability.logfilters.ServiceUnavailableFilter"},
+        "request_id": {"()": "core.observability.logfilters.RequestIdFilter"},
     },
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["repeats", "request_id"]},
-        # The line per request (config/requestlog.py): never summarised, every request has its own.
+        # The line per request (core/middleware/requestlog.py): never summarised, every request has its own.
         "requests": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["request_id"]},
     },
     "root": {"handlers": ["console"], "level": "INFO"},

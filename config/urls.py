@@ -3,11 +3,10 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from assignments.api import AssignmentsApi, ExperimentAssignmentsApi
-from config.exposition import MetricsApi
+from core.observability.exposition import MetricsApi
 from idlinks.api import IdLinkApi
 
-# The token-authenticated endpoints, by path; config.middleware passes the staff
-# console's middleware by for these paths.
+# The token-authenticated endpoints, by path.
 API_VIEWS = {
     "experiment-assignments": ExperimentAssignmentsApi,
     "assignments": AssignmentsApi,
@@ -18,13 +17,13 @@ API_VIEWS = {
 # Every API path answers with or without a trailing slash, by pattern, never by redirect.
 urlpatterns = [
     *(re_path(rf"^{path}/?$", view.as_view(), name=path) for path, view in API_VIEWS.items()),
-    # /healthz has no route: config.healthz.HealthCheckMiddleware answers it before URL resolution.
+    # /healthz has no route: core.healthz.HealthCheckMiddleware answers it before URL resolution.
     path("admin/", admin.site.urls),
     re_path(r"^api/schema/?$", SpectacularAPIView.as_view(), name="api-schema"),
     re_path(r"^api/docs/?$", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]
 
-handler404 = "config.views.not_found"
-handler500 = "config.views.server_error"
-handler400 = "config.views.bad_request"
-handler403 = "config.views.permission_denied"
+handler404 = "core.api.handlers.not_found"
+handler500 = "core.api.handlers.server_error"
+handler400 = "core.api.handlers.bad_request"
+handler403 = "core.api.handlers.permission_denied"

@@ -4,8 +4,8 @@ from importlib import import_module
 from django.conf import settings
 from django.core.wsgi import get_wsgi_application
 
-from config.chunked import with_chunked_bodies
-from config.database import request_timeouts_apply
+from core.api.chunked import with_chunked_bodies
+from core.database import request_timeouts_apply
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 

@@ -15,7 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from config.env import env_bool, env_int, env_networks, env_str
-from config.metricsfiles import metrics_directory_clean, metrics_directory_prepare, worker_files_fold
+from core.observability.metricsfiles import metrics_directory_clean, metrics_directory_prepare, worker_files_fold
 
 bind = env_str("GUNICORN_BIND", "127.0.0.1:8000")
 # One process per core (at least two, so a recycled or crashed worker never leaves none):
@@ -23,8 +23,8 @@ bind = env_str("GUNICORN_BIND", "127.0.0.1:8000")
 # only contend for them. Measured on 2 cores: 2 workers x 4 threads served 1.3 to 2 times
 # the requests of 5 x 4, with a lower p99 (docs/benchmarks.md).
 workers = env_int("GUNICORN_WORKERS", max(2, os.cpu_count() or 1), minimum=1, maximum=256)
-# gthread, with threads kept for /healthz and gunicorn's own errors as problem+json (config/workers.py).
-worker_class = env_str("GUNICORN_WORKER_CLASS", "config.workers.ServiceWorker")
+# gthread, with threads kept for /healthz and gunicorn's own errors as problem+json (deploy/workers.py).
+worker_class = env_str("GUNICORN_WORKER_CLASS", "deploy.workers.ServiceWorker")
 threads = env_int("GUNICORN_THREADS", 4, minimum=1, maximum=256)
 # A request that runs longer than this is a bug or a hung database: the worker is replaced.
 timeout = env_int("GUNICORN_TIMEOUT", 30, minimum=1)
@@ -62,7 +62,7 @@ else:
 forwarder_headers = ""
 
 # Off unless GUNICORN_ACCESS_LOG=true: the proxy in front (deploy/proxy/) logs every request,
-# with its status and time, the service writes a line per request of its own (config/requestlog.py),
+# with its status and time, the service writes a line per request of its own (core/middleware/requestlog.py),
 # and gunicorn's line for the same request took about 10% of a worker's CPU on one-subject requests
 # (docs/benchmarks.md).
 accesslog = "-" if env_bool("GUNICORN_ACCESS_LOG", False) else None

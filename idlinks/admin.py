@@ -7,7 +7,7 @@ from django.utils.html import format_html, format_html_join
 
 from assignments.linking import MAX_DEPTH, MAX_IDENTIFIERS
 from assignments.subjects import identifiers_connected
-from config.admin import EstimatedCountPaginator, ExactSearchAdmin, subject_id_html
+from core.admin import EstimatedCountPaginator, ExactSearchAdmin, subject_id_html
 from idlinks.models import IdentifierLink
 
 

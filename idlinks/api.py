@@ -12,12 +12,12 @@ from drf_spectacular.utils import (
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from config.api import JsonApiView, RequestBody
-from config.authentication import IsProxyRole
-from config.database import with_live_connection
-from config.fields import StrictStringField, SubjectIdField
-from config.schema import TOKEN_PROBLEMS, ProblemDoc, problem_responses
+from core.api.fields import StrictStringField, SubjectIdField
+from core.api.schema import TOKEN_PROBLEMS, ProblemDoc, problem_responses
+from core.api.views import JsonApiView, RequestBody
+from core.database import with_live_connection
 from idlinks.services import Identifier, id_link_create
+from tokens.authentication import IsProxyRole
 
 STRICT_MESSAGES = {"required": "is required", "null": "must not be null"}
 

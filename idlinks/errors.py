@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from config.problems import ProblemError
+from core.api.problems import ProblemError
 
 
 class SelfLink(ProblemError):

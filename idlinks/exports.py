@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from assignments.distribution import assignments_distributed
 from assignments.models import SubjectType
-from config.exports import CHUNK_SIZE, time_ordered, timestamp_format
+from core.exports import CHUNK_SIZE, time_ordered, timestamp_format
 from idlinks.models import IdentifierLink
 
 ID_LINK_COLUMNS = ("subject_type_a", "subject_id_a", "subject_type_b", "subject_id_b", "created_at")

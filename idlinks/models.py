@@ -4,7 +4,7 @@ from django.db import models
 from django.utils import timezone
 
 from assignments.models import SubjectType
-from config.fields import SUBJECT_ID_MAX_LENGTH, subject_id_isolated
+from core.api.fields import SUBJECT_ID_MAX_LENGTH, subject_id_isolated
 
 
 class CodePointOrder(models.Func):

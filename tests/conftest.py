@@ -18,8 +18,8 @@ from hypothesis import settings as hypothesis_settings
 from assignments.configuring import Actor, resources_apply
 from assignments.distribution import citus_version
 from assignments.resources import resources_parse
-from config.healthz import database_probe, probe_connection
 from core.cache import caches_clear
+from core.healthz import database_probe, probe_connection
 from tests.server import free_port
 from tokens.models import Role
 from tokens.services import api_token_create

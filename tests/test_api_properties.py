@@ -24,8 +24,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from config.problems import PROBLEM_CONTENT_TYPE
 from config.wsgi import application
+from core.api.problems import PROBLEM_CONTENT_TYPE
 
 MAX_EXAMPLES = 50
 

@@ -1,5 +1,5 @@
 """The hot path's connections: a kept one that broke is replaced without a round trip per request,
-and statements are prepared only where a kept plan cannot go wrong (config/database.py)."""
+and statements are prepared only where a kept plan cannot go wrong (core/database.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from django.test import Client
 
 from assignments.assigning import assign_subject, assign_subjects
 from assignments.models import Experiment, Variant
-from config.database import PREPARE_MIN_TABLE_BYTES, request_timeouts_apply, with_live_connection
+from core.database import PREPARE_MIN_TABLE_BYTES, request_timeouts_apply, with_live_connection
 from tests.conftest import database_unreachable
 
 pytestmark = pytest.mark.postgres

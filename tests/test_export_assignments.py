@@ -15,7 +15,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 
 from assignments.models import Assignment, Experiment
-from config.exports import CHUNK_SIZE, atomic_output, streaming_read, time_ordered
+from core.exports import CHUNK_SIZE, atomic_output, streaming_read, time_ordered
 from tests.factories import AssignmentFactory, ExperimentFactory
 from tests.processes import run_manage_piped_to_head
 from tests.server import PROJECT_DIR, database_url_for_tests

@@ -15,8 +15,8 @@ from django.core.handlers.exception import convert_exception_to_response
 from django.db import connection, connections
 from django.test import Client, RequestFactory
 
-from config.healthz import DatabaseProbe, ProbeConnection, connection_open, database_probe, probe_connection
-from config.middleware import DatabaseUnavailableMiddleware
+from core.healthz import DatabaseProbe, ProbeConnection, connection_open, database_probe, probe_connection
+from core.middleware.guards import DatabaseUnavailableMiddleware
 from tests.conftest import database_unreachable
 from tests.server import wait_until
 

@@ -1,4 +1,4 @@
-"""config/logfilters.py: the first record of a kind, then a count, never a flood."""
+"""core/observability/logfilters.py: the first record of a kind, then a count, never a flood."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from config.logfilters import RepeatSummaryFilter, ServiceUnavailableFilter
+from core.observability.logfilters import RepeatSummaryFilter, ServiceUnavailableFilter
 
 
 class Captured(logging.Handler):

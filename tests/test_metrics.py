@@ -1,4 +1,5 @@
-"""GET /metrics (config/exposition.py) and what moves its counters (config/metrics.py), in one process.
+"""GET /metrics (core/observability/exposition.py) and what moves its counters (core/observability/metrics.py,
+assignments/metrics.py, tokens/metrics.py), in one process.
 tests/e2e/test_metrics.py scrapes a real gunicorn, whose workers' counts are added up."""
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from django.db import connection, transaction
 from django.test import Client
 
 from assignments.models import Assignment, Experiment
-from config.healthz import database_probe, probe_connection
-from config.metrics import REGISTRY
+from core.healthz import database_probe, probe_connection
+from core.observability.metrics import REGISTRY
 from idlinks.services import Identifier, id_link_create
 from tests.conftest import apply_yaml, database_unreachable
 from tests.locks import lock_waits_query

@@ -1,4 +1,4 @@
-"""config/metricsfiles.py on real files: a stopped worker's counts folded without changing any total, a new
+"""core/observability/metricsfiles.py on real files: a stopped worker's counts folded without changing any total, a new
 server's directory emptied, a directory made when none is named."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 from prometheus_client.mmap_dict import MmapedDict, mmap_key
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from config.metricsfiles import metrics_directory_clean, worker_files_fold
+from core.observability.metricsfiles import metrics_directory_clean, worker_files_fold
 from tests.observability import sample
 from tests.server import PROJECT_DIR
 
@@ -89,7 +89,7 @@ def test_prepare__no_directory_named__one_made_for_the_process_and_removed_when_
     # Given a process that prepares the directory without PROMETHEUS_MULTIPROC_DIR, and forks a child that exits
     script = (
         "import os, sys\n"
-        "from config.metricsfiles import metrics_directory_prepare\n"
+        "from core.observability.metricsfiles import metrics_directory_prepare\n"
         "directory = metrics_directory_prepare()\n"
         "assert os.environ['PROMETHEUS_MULTIPROC_DIR'] == str(directory) and directory.is_dir()\n"
         "print(directory, flush=True)\n"
@@ -110,7 +110,7 @@ def test_prepare__no_directory_named__one_made_for_the_process_and_removed_when_
 
 def test_prepare__directory_named__created_if_missing_and_kept(tmp_path):
     named = tmp_path / "deep" / "metrics"
-    script = "from config.metricsfiles import metrics_directory_prepare; print(metrics_directory_prepare())"
+    script = "from core.observability.metricsfiles import metrics_directory_prepare; print(metrics_directory_prepare())"
     done = subprocess.run(
         [sys.executable, "-c", script],
         cwd=PROJECT_DIR,

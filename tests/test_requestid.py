@@ -1,4 +1,4 @@
-"""config/requestid.py: the request ID comes in as X-Request-ID (or is made), goes out in the response header,
+"""core/middleware/requestid.py: the request ID comes in as X-Request-ID (or is made), goes out in the response header,
 in every problem body and on every log line of the request."""
 
 from __future__ import annotations
@@ -9,15 +9,15 @@ import re
 import pytest
 from django.db import connection
 
-from config.healthz import database_probe, probe_connection
-from config.requestid import request_id_accept
+from core.healthz import database_probe, probe_connection
+from core.middleware.requestid import request_id_accept
 from tests.conftest import database_unreachable
 from tests.observability import captured_logs, json_lines
 
 MADE = re.compile(r"[0-9a-f]{32}")
 BODY = {"experiment_id": "checkout-button", "subject_ids": ["u-1"]}
 
-# The count of a failure held back (config/logfilters.py) is written by a timer, up to 10 s later, into
+# The count of a failure held back (core/observability/logfilters.py) is written by a timer, up to 10 s later, into
 # whichever capture is open then: it belongs to an earlier test's requests, not to this one.
 REPEAT_SUMMARY = re.compile(r" \[and \d+ more like this in \d+ s\]$")
 

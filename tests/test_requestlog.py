@@ -1,5 +1,5 @@
-"""config/requestlog.py and config/logformats.py: one line per request with its fields, as JSON or as text;
-the token's name, never the token."""
+"""core/middleware/requestlog.py and core/observability/logformats.py: one line per request with its fields, as
+JSON or as text; the token's name, never the token."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from urllib.parse import quote
 import pytest
 from django.conf import settings
 
-from config.healthz import database_probe, probe_connection
-from config.logformats import JsonFormatter, TextFormatter
+from core.healthz import database_probe, probe_connection
+from core.observability.logformats import JsonFormatter, TextFormatter
 from tests.conftest import apply_yaml
 from tests.observability import captured_logs, json_lines, request_lines
 

@@ -9,7 +9,8 @@ import pytest
 from django.test import Client
 from drf_spectacular.validation import validate_schema
 
-from config.schema import PROBLEM_CODES
+from core.api.schema import PROBLEM_CODES
+from core.version import VERSION
 
 SCHEMA_PATHS = ["/api/schema", "/api/schema/"]
 DOCS_PATHS = ["/api/docs", "/api/docs/"]
@@ -37,6 +38,10 @@ def test_schema__as_json__valid_openapi_3(openapi):
     validate_schema(openapi)
 
     assert openapi["openapi"].startswith("3.")
+
+
+def test_schema__info_version__the_service_version(openapi):
+    assert openapi["info"]["version"] == VERSION == "1.0.0"
 
 
 def test_schema__operations__exactly_those_documented(openapi):

@@ -1,4 +1,4 @@
-"""config/workers.py in isolation: which requests get the kept health threads, and gunicorn's errors rewritten."""
+"""deploy/workers.py in isolation: which requests get the kept health threads, and gunicorn's errors rewritten."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from config.workers import is_health_check, problem_response
+from deploy.workers import is_health_check, problem_response
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 
 from core.cache import ProcessCache, TimeToLive
-from tokens.models import ApiToken
+from tokens.models import ApiToken, token_state
 
 MAX_CACHED_TOKENS = 10_000
 # last_used_at is kept to this resolution: one write per token per interval, not one per request.
@@ -45,8 +45,8 @@ class ApiTokenSnapshot:
             last_used_at=api_token.last_used_at,
         )
 
-    def is_usable(self, *, now: datetime) -> bool:
-        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+    def state(self, *, now: datetime) -> str:
+        return token_state(expires_at=self.expires_at, revoked_at=self.revoked_at, now=now)
 
 
 class ApiTokenCache:

@@ -16,6 +16,18 @@ class Role(models.TextChoices):
 # token may call everything, so creating or revoking one needs this as well (docs/tokens.md).
 ADMIN_ROLE_PERMISSION = ("manage_admin_role_apitoken", "Can create and revoke API tokens of role admin")
 
+ACTIVE, EXPIRED, REVOKED = "active", "expired", "revoked"
+
+
+def token_state(*, expires_at: datetime | None, revoked_at: datetime | None, now: datetime) -> str:
+    """ACTIVE, EXPIRED or REVOKED: the one rule, for a stored token and for the verification cache's copy
+    (tokens/cache.py), which must never disagree on whether a token is usable. Revoked wins over expired."""
+    if revoked_at is not None:
+        return REVOKED
+    if expires_at is not None and expires_at <= now:
+        return EXPIRED
+    return ACTIVE
+
 
 class ApiToken(models.Model):
     """A bearer token; only a SHA-256 digest of the secret is stored.
@@ -52,8 +64,4 @@ class ApiToken(models.Model):
         return f"{self.name} ({self.role})"
 
     def state(self, *, now: datetime) -> str:
-        if self.revoked_at is not None:
-            return "revoked"
-        if self.expires_at is not None and self.expires_at <= now:
-            return "expired"
-        return "active"
+        return token_state(expires_at=self.expires_at, revoked_at=self.revoked_at, now=now)

@@ -6,9 +6,9 @@ import hmac
 
 from django.db.models import QuerySet
 
-from config.metrics import api_token_cache_lookup
 from tokens.cache import ApiTokenSnapshot, api_tokens
 from tokens.crypto import token_digest, token_prefix
+from tokens.metrics import api_token_cache_lookup
 from tokens.models import ApiToken
 
 

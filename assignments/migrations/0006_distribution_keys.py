@@ -8,7 +8,7 @@ stays unique, drawn from its identity. The schema is then the same on PostgreSQL
 and on a Citus coordinator, and `manage.py distribute_tables` only distributes.
 
 The new keys' indexes are built CONCURRENTLY, so the migration is not atomic
-(config/primarykeys.py).
+(core/primarykeys.py).
 
 AssignmentCount.shard becomes text, the type of subject_id, which Citus requires
 of tables it co-locates: on Citus each shard of the assignments keeps its counts
@@ -20,7 +20,7 @@ import importlib
 
 from django.db import migrations, models
 
-from config.primarykeys import primary_key_replace
+from core.primarykeys import primary_key_replace
 
 # Migration 0004's statements: its count functions' upsert, and SQLite's triggers. SQLite
 # rebuilds the counts table to change a column's type, and refuses to while those

@@ -8,7 +8,7 @@ distributed and keeps its key.
 
 from django.db import migrations
 
-from config.primarykeys import primary_key_replace
+from core.primarykeys import primary_key_replace
 
 
 def _forward(apps, schema_editor):

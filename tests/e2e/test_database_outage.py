@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from config.healthz import PROBE_REUSE_SECONDS
+from core.healthz import PROBE_REUSE_SECONDS
 from tests.server import PROJECT_DIR, gunicorn, silent_server, wait_until
 from tokens.crypto import token_generate
 

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from prometheus_client.mmap_dict import MmapedDict, mmap_key
 
-from config.metricsfiles import FOLDED_KINDS
+from core.observability.metricsfiles import FOLDED_KINDS
 from tests.conftest import DEMO_YAML, apply_yaml
 from tests.observability import request_lines, sample, samples
 from tests.server import PROJECT_DIR, database_url_for_tests, gunicorn, wait_until

@@ -6,7 +6,7 @@ import pytest
 from django.db import connection
 
 from assignments.distribution import assignments_distributed
-from config.admin import ESTIMATE_ABOVE_ROWS, EstimatedCountPaginator
+from core.admin import ESTIMATE_ABOVE_ROWS, EstimatedCountPaginator
 from idlinks.models import IdentifierLink
 from tests.factories import IdentifierLinkFactory, SubjectTypeFactory
 from tests.idlinks.helpers import link

@@ -12,7 +12,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import DataError, connection
 
-from config.exports import CHUNK_SIZE
+from core.exports import CHUNK_SIZE
 from idlinks.models import IdentifierLink
 from tests.factories import IdentifierLinkFactory
 from tests.processes import run_manage, run_manage_piped_to_head, run_manage_stderr_on_terminal

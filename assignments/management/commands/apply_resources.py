@@ -3,13 +3,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from assignments.configuring import Actor, ApplyResult, resources_apply
 from assignments.resources import ResourceInvalid, ResourceProblem, resources_parse
+from core.commands import ServiceCommand
 
 
-class Command(BaseCommand):
+class Command(ServiceCommand):
     help = "Validate YAML resource files, then apply all of them in one transaction or none."
 
     def add_arguments(self, parser) -> None:

@@ -1,14 +1,15 @@
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from assignments.deleting import DeleteRefused, assignments_delete, delete_check
 from assignments.reports import experiment_assignments_total
 from assignments.selectors import experiment_get_ci
-from config.progress import progress_bar
+from core.commands import ServiceCommand
+from core.progress import progress_bar
 
 
-class Command(BaseCommand):
+class Command(ServiceCommand):
     help = (
         "Delete every assignment of an ended or archived experiment, in batches; refuses any other status and "
         "deletes nothing without --yes. Prints the count."

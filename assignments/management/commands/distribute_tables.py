@@ -1,11 +1,12 @@
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from assignments.distribution import NotCitus, tables_distribute
+from core.commands import ServiceCommand
 
 
-class Command(BaseCommand):
+class Command(ServiceCommand):
     help = (
         "On a Citus coordinator, turn the migrated database into the distributed layout (docs/scaling.md). "
         "Idempotent; prints what it distributed. On any other database it changes nothing and fails."

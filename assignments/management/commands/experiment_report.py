@@ -6,7 +6,7 @@ from django.core.management.base import CommandError
 
 from assignments.reports import ExperimentReport, experiment_report
 from assignments.selectors import experiment_get_ci
-from config.commands import DataOutputCommand
+from core.commands import DataOutputCommand
 
 TABLE_COLUMNS = ("cohort", "variant", "assignments", "expected", "observed", "srm p-value")
 RIGHT_ALIGNED = {"cohort", "assignments", "expected", "observed", "srm p-value"}

@@ -8,8 +8,8 @@ from django.core.management.base import CommandError
 from assignments.exports import ASSIGNMENT_COLUMNS, assignment_rows
 from assignments.reports import experiment_assignments_total
 from assignments.selectors import experiment_get_ci
-from config.commands import ExportCommand
-from config.exports import ExportFormat
+from core.commands import ExportCommand
+from core.exports import ExportFormat
 
 
 class Command(ExportCommand):

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from assignments.resources import KINDS, resources_export
-from config.commands import DataOutputCommand
+from core.commands import DataOutputCommand
 
 
 class Command(DataOutputCommand):

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from assignments.forcing import ForceRefused, assignments_force
 from assignments.selectors import experiment_get_ci
+from core.commands import ServiceCommand
 
 
-class Command(BaseCommand):
+class Command(ServiceCommand):
     help = (
         "Store assignments with source `forced` (for QA) for subjects that have none. A subject that already has "
         "one is reported and kept, unless it is forced and --replace is given. Prints `forced N, kept M`."

@@ -2,14 +2,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from assignments.importing import ImportInvalid, assignments_import
 from assignments.selectors import experiment_get_ci
-from config.progress import progress_bar
+from core.commands import ServiceCommand
+from core.progress import progress_bar
 
 
-class Command(BaseCommand):
+class Command(ServiceCommand):
     help = (
         "Backfill assignments from a CSV file with the header subject_id,variant_id[,created_at] (source "
         "`imported`, the experiment's current cohort). The whole file is checked before anything is written; "

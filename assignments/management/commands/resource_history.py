@@ -4,7 +4,7 @@ from django.core.management.base import CommandError
 
 from assignments.history import change_diff, resource_history
 from assignments.resources import KINDS
-from config.commands import DataOutputCommand
+from core.commands import DataOutputCommand
 
 
 class Command(DataOutputCommand):

@@ -5,8 +5,8 @@ from pathlib import Path
 
 from django.db import connection
 
-from config.commands import ExportCommand
-from config.exports import ExportFormat
+from core.commands import ExportCommand
+from core.exports import ExportFormat
 from idlinks.exports import ID_LINK_COLUMNS, id_link_rows
 from idlinks.models import IdentifierLink
 

@@ -3,9 +3,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 
+from core.commands import ServiceCommand
 from tokens.errors import ApiTokenError
 from tokens.models import ApiToken, Role
 from tokens.selectors import api_token_find
@@ -13,7 +14,7 @@ from tokens.services import api_token_create, api_token_replace, expiry_in_days
 from tokens.timestamps import timestamp
 
 
-class Command(BaseCommand):
+class Command(ServiceCommand):
     help = "Create an API token and print it alone on the last line; it is never shown again."
 
     def add_arguments(self, parser) -> None:

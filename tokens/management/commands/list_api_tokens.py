@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from config.commands import DataOutputCommand
+from core.commands import DataOutputCommand
 from tokens.selectors import api_token_list
 from tokens.timestamps import timestamp
 

@@ -1,14 +1,15 @@
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from core.commands import ServiceCommand
 from tokens.errors import ApiTokenError
 from tokens.models import ApiToken
 from tokens.services import api_token_revoke
 from tokens.timestamps import timestamp
 
 
-class Command(BaseCommand):
+class Command(ServiceCommand):
     help = "Revoke an API token at once (other server processes stop accepting it within API_TOKEN_CACHE_SECONDS)."
 
     def add_arguments(self, parser) -> None:

@@ -32,11 +32,12 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.http import HttpResponse
 
-from config.exceptions import message_first_line
-from config.metrics import healthz_checked
-from config.problems import problem_response
+from core.api.exceptions import message_first_line
+from core.api.problems import problem_response
+from core.observability.metrics import healthz_checked
 
-logger = logging.getLogger(__name__)
+# Named as before the module moved: log routing and docs/observability.md know it by this name.
+logger = logging.getLogger("config.healthz")
 
 HEALTHZ_PATHS = frozenset({"/healthz", "/healthz/"})
 ALLOWED_METHODS = ("GET", "HEAD")

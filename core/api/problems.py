@@ -7,7 +7,7 @@ from typing import Any
 
 from django.http import JsonResponse
 
-from config.requestid import request_id_current
+from core.middleware.requestid import request_id_current
 
 PROBLEM_CONTENT_TYPE = "application/problem+json"
 

@@ -1,4 +1,4 @@
-"""PROMETHEUS_MULTIPROC_DIR, where each gunicorn worker writes its counts (config/metrics.py): made for the
+"""PROMETHEUS_MULTIPROC_DIR, where each gunicorn worker writes its counts (core/observability/metrics.py): made for the
 server unless given, emptied when the server starts, and kept from growing with every recycled worker.
 
 gunicorn replaces a worker every GUNICORN_MAX_REQUESTS requests. prometheus_client

@@ -1,4 +1,5 @@
-"""What the streaming export commands share: their options and where the rows go.
+"""What the service's commands share: the version they report, and for the streaming exports their
+options and where the rows go.
 
 A reader that closes stdout early (`| head`) has taken what it wanted from a command whose output is data
 (DataOutputCommand); any other command stops with a short message (manage.py).
@@ -17,7 +18,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from config.exports import (
+from core.exports import (
     EXPORT_FORMATS,
     ExportFormat,
     LineSink,
@@ -26,7 +27,8 @@ from config.exports import (
     since_parse,
     streaming_read,
 )
-from config.progress import counted, progress_bar
+from core.progress import counted, progress_bar
+from core.version import VERSION
 
 
 def since_argument(value: str) -> dt.datetime:
@@ -37,7 +39,17 @@ def since_argument(value: str) -> dt.datetime:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-class DataOutputCommand(BaseCommand):
+class ServiceCommand(BaseCommand):
+    """The base of the service's own commands: `--version` prints the service's version, not Django's.
+
+    Django's own commands (migrate, runserver, createsuperuser, ...) keep printing Django's version.
+    """
+
+    def get_version(self) -> str:
+        return VERSION
+
+
+class DataOutputCommand(ServiceCommand):
     """A command whose stdout is data (an export, a report), which only reads: a reader that closes the pipe
     early (`| head`) is normal, so the command stops there quietly and exits 0, as `git log | head` does."""
 

@@ -1,4 +1,4 @@
-"""Every request counted and timed by endpoint (config/metrics.py); left out when METRICS_ENABLED is off."""
+"""Every request counted and timed by endpoint (core/observability/metrics.py); left out when METRICS_ENABLED is off."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import time
 from django.conf import settings
 from django.core.exceptions import MiddlewareNotUsed
 
-from config.healthz import HEALTHZ_PATHS
-from config.metrics import http_request_observe
+from core.healthz import HEALTHZ_PATHS
+from core.observability.metrics import http_request_observe
 
 
 def endpoint_of(request) -> str:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 import orjson
 
-from config.requestlog import REQUEST_FIELDS
+from core.middleware.requestlog import REQUEST_FIELDS
 
 # What could forge or disguise a line: C0, DEL and C1 controls (line breaks, the terminal's escape
 # sequences), the Unicode line and paragraph separators (line breaks to str.splitlines and to many
@@ -78,7 +78,7 @@ class TextFormatter(logging.Formatter):
     own, each indented, so that a line starting at the margin is always the start of a record.
     """
 
-    # The request line's message shows these itself (config/requestlog.py).
+    # The request line's message shows these itself (core/middleware/requestlog.py).
     IN_MESSAGE = frozenset({"method", "path", "status", "duration_ms"})
     DETAIL_INDENT = "    "
 

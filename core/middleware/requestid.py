@@ -1,6 +1,6 @@
 """The request ID: taken from `X-Request-ID` when it is safe to repeat, else made here; sent back in the
-response's `X-Request-ID`, in every problem+json body (config/problems.py) and on every log line written
-while the request runs (config/logfilters.RequestIdFilter). docs/observability.md.
+response's `X-Request-ID`, in every problem+json body (core/api/problems.py) and on every log line written
+while the request runs (core/observability/logfilters.py.RequestIdFilter). docs/observability.md.
 """
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ class RequestIdMiddleware:
 
     def __init__(self, get_response):
         self.get_response = get_response
-        request_started.connect(_request_started, dispatch_uid="config.requestid.started")
-        request_finished.connect(_request_finished, dispatch_uid="config.requestid.finished")
+        request_started.connect(_request_started, dispatch_uid="core.middleware.requestid.started")
+        request_finished.connect(_request_finished, dispatch_uid="core.middleware.requestid.finished")
 
     def __call__(self, request):
         request_id = _current.get()

@@ -9,7 +9,7 @@ from rest_framework.exceptions import ErrorDetail, ValidationError
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
-from config.renderers import JsonRenderer
+from core.api.renderers import JsonRenderer
 
 JSON_MEDIA_TYPE = "application/json"
 
@@ -50,6 +50,9 @@ class JsonApiView(APIView):
 
     renderer_classes = [JsonRenderer]
     _renderer = JsonRenderer()
+    # Reads no session, Django user or message: the staff console's middleware passes its routes by
+    # (core.middleware.staffonly).
+    sessionless = True
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

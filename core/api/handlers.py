@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from config.problems import problem_response
+from core.api.problems import problem_response
 
 
 def not_found(request, exception=None):

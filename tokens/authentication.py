@@ -1,16 +1,17 @@
-"""API token authentication and role permissions (docs/api.md, docs/tokens.md)."""
+"""API token authentication, its OpenAPI security schemes and role permissions (docs/api.md, docs/tokens.md)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from django.utils import timezone
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 
-from config.database import with_live_connection
-from config.requestlog import request_log_note
+from core.database import with_live_connection
+from core.middleware.requestlog import request_log_note
 from tokens.cache import ApiTokenSnapshot
-from tokens.models import Role
+from tokens.models import EXPIRED, REVOKED, Role
 from tokens.selectors import api_token_verify
 from tokens.services import api_token_record_use
 
@@ -61,9 +62,10 @@ def _verified_and_used(token: str) -> ApiTokenSnapshot:
     now = timezone.now()
     if api_token is None:
         raise exceptions.AuthenticationFailed("The token is not known.")
-    if api_token.revoked_at is not None:
+    state = api_token.state(now=now)
+    if state == REVOKED:
         raise exceptions.AuthenticationFailed("The token has been revoked.")
-    if not api_token.is_usable(now=now):
+    if state == EXPIRED:
         raise exceptions.AuthenticationFailed("The token has expired.")
     api_token_record_use(api_token=api_token, now=now)
     return api_token
@@ -80,6 +82,28 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request) -> str:
         return "Bearer"
+
+
+class ApiTokenScheme(OpenApiAuthenticationExtension):
+    """Either header carries the token (docs/tokens.md): two alternative schemes."""
+
+    target_class = ApiTokenAuthentication
+    name = ["bearerToken", "authenticationHeader"]
+
+    def get_security_requirement(self, auto_schema):
+        return [{name: []} for name in self.name]
+
+    def get_security_definition(self, auto_schema):
+        return [
+            {"type": "http", "scheme": "bearer", "description": "`Authorization: Bearer <token>`."},
+            {
+                "type": "apiKey",
+                "in": "header",
+                "name": "Authentication",
+                "description": "`Authentication: <token>` or `Authentication: Bearer <token>`, as a forwarding "
+                "proxy sends it. When present it is used and `Authorization` is ignored.",
+            },
+        ]
 
 
 class _RolePermission(permissions.BasePermission):

@@ -7,7 +7,7 @@ import logging
 import os
 import threading
 
-from config.requestid import request_id_current
+from core.middleware.requestid import request_id_current
 
 REPEAT_WINDOW_SECONDS = 10.0
 MAX_KINDS = 1_000
@@ -68,7 +68,7 @@ class RepeatSummaryFilter(logging.Filter):
 
 
 class ServiceUnavailableFilter(logging.Filter):
-    """Drops django.request's line for a 503: the service logs why itself (config/exceptions.py), once per kind."""
+    """Drops django.request's line for a 503: the service logs why itself (core/api/exceptions.py), once per kind."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return getattr(record, "status_code", None) != 503
@@ -76,7 +76,7 @@ class ServiceUnavailableFilter(logging.Filter):
 
 class RequestIdFilter(logging.Filter):
     """Gives every record the ID of the request being answered in its thread (None outside a request),
-    for the formatters of config/logformats.py."""
+    for the formatters of core/observability/logformats.py."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         record.request_id = request_id_current()

@@ -2,52 +2,15 @@
 
 from __future__ import annotations
 
-import logging
-import re
 import sys
 
 from django.conf import settings
-from django.contrib.auth.middleware import AuthenticationMiddleware
-from django.contrib.messages.middleware import MessageMiddleware
-from django.contrib.sessions.middleware import SessionMiddleware
 from django.core.signals import got_request_exception
 from django.db import connection
 
-from config.exceptions import database_unavailable_log, database_unavailable_problem, is_database_unavailable
-from config.problems import problem_response
-from config.urls import API_VIEWS
-
-logger = logging.getLogger(__name__)
-
-# The API's paths, as config/urls.py routes them. Their views read no session, Django user or message.
-API_PATH = re.compile("/(?:" + "|".join(map(re.escape, API_VIEWS)) + ")/?")
-
-
-def is_api_request(request) -> bool:
-    return API_PATH.fullmatch(request.path_info) is not None
-
-
-def staff_only(middleware_class: type) -> type:
-    """`middleware_class` as it is for the staff console and the pages, passed by on API requests.
-
-    On the hot path each of these is work per request (a session store, a lazy
-    user, a message store) that an API request never uses.
-    """
-
-    class StaffOnly(middleware_class):
-        def __call__(self, request):
-            if is_api_request(request):
-                return self.get_response(request)
-            return super().__call__(request)
-
-    StaffOnly.__name__ = StaffOnly.__qualname__ = f"StaffOnly{middleware_class.__name__}"
-    StaffOnly.__doc__ = f"{middleware_class.__name__}, not run on API requests (config.middleware.staff_only)."
-    return StaffOnly
-
-
-StaffOnlySessionMiddleware = staff_only(SessionMiddleware)
-StaffOnlyAuthenticationMiddleware = staff_only(AuthenticationMiddleware)
-StaffOnlyMessageMiddleware = staff_only(MessageMiddleware)
+from core.api.exceptions import database_unavailable_log, database_unavailable_problem, is_database_unavailable
+from core.api.problems import problem_response
+from core.middleware.staffonly import is_api_request
 
 
 class ConnectionCheckMiddleware:
@@ -56,7 +19,7 @@ class ConnectionCheckMiddleware:
     Django's CONN_HEALTH_CHECKS would do it before every request's first query, API
     requests included, where that round trip cost more than their own statements.
     API views instead retry once on a new connection when a kept one turns out to
-    be broken (config.database.with_live_connection): no round trip while it works.
+    be broken (core.database.with_live_connection): no round trip while it works.
     """
 
     def __init__(self, get_response):
@@ -102,7 +65,7 @@ def _mark_database_unavailable(sender, request=None, **kwargs) -> None:
 
 class DatabaseUnavailableMiddleware:
     """Answer 503 `database_unavailable` with Retry-After, never a 500 page, when the database fails
-    outside a DRF view (DRF views map it themselves in config/exceptions.py).
+    outside a DRF view (DRF views map it themselves in core/api/exceptions.py).
 
     A view's exception arrives in process_exception. One raised by a middleware
     (a session saved in process_response, say) is turned into a 500 response by
@@ -114,7 +77,9 @@ class DatabaseUnavailableMiddleware:
 
     def __init__(self, get_response):
         self.get_response = get_response
-        got_request_exception.connect(_mark_database_unavailable, dispatch_uid="config.middleware.database_unavailable")
+        got_request_exception.connect(
+            _mark_database_unavailable, dispatch_uid="core.middleware.guards.database_unavailable"
+        )
 
     def __call__(self, request):
         response = self.get_response(request)

@@ -1,5 +1,6 @@
-"""GET /metrics: the metrics of config/metrics.py in Prometheus' text format, for `admin` tokens only
-(docs/observability.md). Never forwarded by the proxy (deploy/proxy/render refuses to publish it)."""
+"""GET /metrics: the metrics on the registry of core/observability/metrics.py in Prometheus' text format, for
+`admin` tokens only (docs/observability.md). Never forwarded by the proxy (deploy/proxy/render refuses to
+publish it)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from config.api import JsonApiView
-from config.metrics import REGISTRY
-from config.metricsfiles import directory_locked, metrics_directory
-from config.schema import ProblemDoc, problem_responses
+from core.api.schema import ProblemDoc, problem_responses
+from core.api.views import JsonApiView
+from core.observability.metrics import REGISTRY
+from core.observability.metricsfiles import directory_locked, metrics_directory
 
 METRICS_DISABLED = ProblemDoc(
     "`METRICS_ENABLED` is off: nothing is counted.", "not_found", "Not found", "No such resource."
@@ -58,7 +59,7 @@ class MetricsApi(JsonApiView):
         if directory is None:
             body = encoder(REGISTRY)
         else:
-            # Not while the master folds a stopped worker's files (config/metricsfiles.py).
+            # Not while the master folds a stopped worker's files (core/observability/metricsfiles.py).
             with directory_locked(directory, exclusive=False):
                 body = encoder(self._registry(directory))
         return HttpResponse(body, content_type=content_type)

@@ -1,8 +1,10 @@
-"""The service's Prometheus metrics and the calls that move them (docs/observability.md).
+"""The service's one Prometheus registry, its request, outage and health metrics and the calls that move
+them (docs/observability.md). Each app declares its own metrics on REGISTRY (assignments/metrics.py,
+tokens/metrics.py).
 
 Under gunicorn each worker writes its counts to files of its own in
 PROMETHEUS_MULTIPROC_DIR (prometheus_client's multi-process mode, which
-deploy/gunicorn.conf.py sets up; config/metricsfiles.py keeps the directory) and
+deploy/gunicorn.conf.py sets up; core/observability/metricsfiles.py keeps the directory) and
 a scrape of any worker adds up every worker's files. Elsewhere (tests, manage.py)
 the counts live in the process. Every label takes a bounded set of values: an
 endpoint is a route's name, an experiment a configured experiment's ID, a method
@@ -33,37 +35,11 @@ HTTP_REQUEST_DURATION = Histogram(
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
     registry=REGISTRY,
 )
-ASSIGNMENTS_CREATED = Counter(
-    "assignments_created_total",
-    "Assignments stored by the assignment endpoints, by experiment and source (hashed or linked).",
-    ["experiment", "source"],
-    registry=REGISTRY,
-)
-ASSIGNMENT_CONFLICTS_LOST = Counter(
-    "assignment_conflicts_lost_total",
-    "New assignments a concurrent request stored first (skipped by the insert, read back from the winner), "
-    "by experiment.",
-    ["experiment"],
-    registry=REGISTRY,
-)
-LINK_WALKS_BOUNDED = Counter(
-    "assignment_link_walks_bounded_total",
-    "New subjects of experiments that follow links whose walk was stopped by a bound on a request's work "
-    "(link rows read or neighbours visited), so the formula decided their variant, by experiment.",
-    ["experiment"],
-    registry=REGISTRY,
-)
 DATABASE_UNAVAILABLE = Counter(
     "database_unavailable_total",
     "503 database_unavailable answers, by reason: unreachable (no connection, or it broke) or timeout "
     "(a statement or lock timeout).",
     ["reason"],
-    registry=REGISTRY,
-)
-API_TOKEN_CACHE_LOOKUPS = Counter(
-    "api_token_cache_lookups_total",
-    "Well-formed tokens looked up, by result: hit (found in the process's cache) or miss (read from the database).",
-    ["result"],
     registry=REGISTRY,
 )
 HEALTHZ_CHECKS = Counter(
@@ -84,34 +60,14 @@ METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 
 
 def http_request_observe(*, endpoint: str, method: str, status: int, seconds: float) -> None:
-    """Called by config.requestmetrics.RequestMetricsMiddleware, which is left out when metrics are off."""
+    """Called by core.observability.requestmetrics.RequestMetricsMiddleware, which is left out when metrics are off."""
     HTTP_REQUESTS.labels(endpoint, method if method in METHODS else "other", str(status)).inc()
     HTTP_REQUEST_DURATION.labels(endpoint).observe(seconds)
-
-
-def assignments_created(*, experiment: str, source: str, count: int) -> None:
-    if settings.METRICS_ENABLED:
-        ASSIGNMENTS_CREATED.labels(experiment, source).inc(count)
-
-
-def assignment_conflicts_lost(*, experiment: str, count: int) -> None:
-    if settings.METRICS_ENABLED:
-        ASSIGNMENT_CONFLICTS_LOST.labels(experiment).inc(count)
-
-
-def link_walks_bounded(*, experiment: str, count: int) -> None:
-    if settings.METRICS_ENABLED:
-        LINK_WALKS_BOUNDED.labels(experiment).inc(count)
 
 
 def database_unavailable_answered(*, timeout: bool) -> None:
     if settings.METRICS_ENABLED:
         DATABASE_UNAVAILABLE.labels("timeout" if timeout else "unreachable").inc()
-
-
-def api_token_cache_lookup(*, hit: bool) -> None:
-    if settings.METRICS_ENABLED:
-        API_TOKEN_CACHE_LOOKUPS.labels("hit" if hit else "miss").inc()
 
 
 def healthz_checked(*, ok: bool) -> None:

@@ -11,7 +11,8 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connections
 from django.db.backends.postgresql.base import ServerBindingCursor as DjangoServerBindingCursor
 
-logger = logging.getLogger(__name__)
+# Named as before the module moved: log routing and docs/observability.md know it by this name.
+logger = logging.getLogger("config.database")
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -2,7 +2,7 @@
 (experiment, batch size, token name; never the token). docs/observability.md.
 
 The line goes to the `config.requestlog` logger, whose handler has no repeat summary
-(config/logfilters.py): every request gets its line, also when a thousand fail alike.
+(core/observability/logfilters.py): every request gets its line, also when a thousand fail alike.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ import time
 from contextvars import ContextVar
 from typing import Any
 
-logger = logging.getLogger(__name__)
+# Named as before the module moved: log routing and docs/observability.md know it by this name.
+logger = logging.getLogger("config.requestlog")
 
-# What the record carries besides its message, in the order a JSON line shows it (config/logformats.py).
+# What the record carries besides its message, in the order a JSON line shows it (core/observability/logformats.py).
 REQUEST_FIELDS = ("method", "path", "status", "duration_ms", "experiment", "batch_size", "token_name")
 
 _noted: ContextVar[dict[str, Any] | None] = ContextVar("request_log_noted", default=None)

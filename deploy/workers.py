@@ -29,7 +29,7 @@ from http import HTTPStatus
 
 from gunicorn.workers.gthread import ThreadWorker
 
-from config.requestid import REQUEST_ID_HEADER, request_id_new
+from core.middleware.requestid import REQUEST_ID_HEADER, request_id_new
 
 HEALTH_CHECK_STARTS = (b"GET /healthz", b"HEAD /healthz")
 HEALTH_THREADS = 2

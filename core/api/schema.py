@@ -1,18 +1,18 @@
-"""The OpenAPI description's shared parts: the Problem body, error responses, security, /healthz."""
+"""The OpenAPI description's shared parts: the Problem body, error responses, /healthz (the
+security schemes are in tokens/authentication.py, the experiment status of a 409 in assignments/schema.py)."""
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
 from django.conf import settings
-from drf_spectacular.extensions import OpenApiAuthenticationExtension, OpenApiSerializerFieldExtension
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse
 from rest_framework import serializers
 
-from assignments.models import Experiment
-from config.fields import SUBJECT_ID_MAX_LENGTH
-from config.problems import PROBLEM_CONTENT_TYPE
-from config.requestid import REQUEST_ID_HEADER, REQUEST_ID_PATTERN
+from core.api.fields import SUBJECT_ID_MAX_LENGTH
+from core.api.problems import PROBLEM_CONTENT_TYPE
+from core.middleware.requestid import REQUEST_ID_HEADER, REQUEST_ID_PATTERN
 
 PROBLEM_CODES = [
     "invalid_request",
@@ -33,9 +33,6 @@ PROBLEM_CODES = [
 ]
 
 
-EXPERIMENT_STATUSES = Experiment.Status.values
-
-
 class ProblemFieldErrorSerializer(serializers.Serializer):
     field = serializers.CharField(help_text="Dotted path of the offending field, e.g. `subject_ids.3`.")
     message = serializers.CharField()
@@ -50,9 +47,6 @@ class ProblemSerializer(serializers.Serializer):
     code = serializers.ChoiceField(choices=PROBLEM_CODES)
     detail = serializers.CharField()
     errors = ProblemFieldErrorSerializer(many=True, required=False, help_text="Field problems, on 400 only.")
-    experiment_status = serializers.ChoiceField(
-        choices=EXPERIMENT_STATUSES, required=False, help_text="The experiment's status, on 409 only."
-    )
     request_id = serializers.CharField(
         help_text="The request's ID, as in the `X-Request-ID` response header and the service's log lines: "
         "the client's own `X-Request-ID` when it is 1 to 128 letters, digits or `._:+/=@-`, else one made "
@@ -145,28 +139,6 @@ def problem_responses(
     return responses
 
 
-class ApiTokenScheme(OpenApiAuthenticationExtension):
-    """Either header carries the token (docs/tokens.md): two alternative schemes."""
-
-    target_class = "config.authentication.ApiTokenAuthentication"
-    name = ["bearerToken", "authenticationHeader"]
-
-    def get_security_requirement(self, auto_schema):
-        return [{name: []} for name in self.name]
-
-    def get_security_definition(self, auto_schema):
-        return [
-            {"type": "http", "scheme": "bearer", "description": "`Authorization: Bearer <token>`."},
-            {
-                "type": "apiKey",
-                "in": "header",
-                "name": "Authentication",
-                "description": "`Authentication: <token>` or `Authentication: Bearer <token>`, as a forwarding "
-                "proxy sends it. When present it is used and `Authorization` is ignored.",
-            },
-        ]
-
-
 # Subject IDs: no C0 or C1 control characters.
 SUBJECT_ID_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]+$"
 
@@ -182,21 +154,21 @@ def _subject_id_schema() -> dict:
 
 
 class StrictStringFieldSchema(OpenApiSerializerFieldExtension):
-    target_class = "config.fields.StrictStringField"
+    target_class = "core.api.fields.StrictStringField"
 
     def map_serializer_field(self, auto_schema, direction):
         return {"type": "string", "minLength": 1, "maxLength": self.target.max_length}
 
 
 class SubjectIdFieldSchema(OpenApiSerializerFieldExtension):
-    target_class = "config.fields.SubjectIdField"
+    target_class = "core.api.fields.SubjectIdField"
 
     def map_serializer_field(self, auto_schema, direction):
         return _subject_id_schema()
 
 
 class SubjectIdListFieldSchema(OpenApiSerializerFieldExtension):
-    target_class = "config.fields.SubjectIdListField"
+    target_class = "core.api.fields.SubjectIdListField"
 
     def map_serializer_field(self, auto_schema, direction):
         return {
@@ -209,14 +181,14 @@ class SubjectIdListFieldSchema(OpenApiSerializerFieldExtension):
 
 
 class StrictBooleanFieldSchema(OpenApiSerializerFieldExtension):
-    target_class = "config.fields.StrictBooleanField"
+    target_class = "core.api.fields.StrictBooleanField"
 
     def map_serializer_field(self, auto_schema, direction):
         return {"type": "boolean", "default": self.target.default}
 
 
 class IdentifierMapFieldSchema(OpenApiSerializerFieldExtension):
-    target_class = "config.fields.IdentifierMapField"
+    target_class = "core.api.fields.IdentifierMapField"
 
     def map_serializer_field(self, auto_schema, direction):
         return {
@@ -230,7 +202,7 @@ class IdentifierMapFieldSchema(OpenApiSerializerFieldExtension):
 
 
 class StringListFieldSchema(OpenApiSerializerFieldExtension):
-    target_class = "config.fields.StringListField"
+    target_class = "core.api.fields.StringListField"
 
     def map_serializer_field(self, auto_schema, direction):
         return {
@@ -249,7 +221,7 @@ _RESPONSE_HEADERS = {
 }
 
 
-# Every response carries it (config/requestid.py).
+# Every response carries it (core/middleware/requestid.py).
 _REQUEST_ID_HEADER = {
     REQUEST_ID_HEADER: {
         "schema": {"type": "string", "pattern": f"^{REQUEST_ID_PATTERN.pattern}$"},
@@ -301,7 +273,7 @@ def postprocess_schema(result: dict, generator, request, public) -> dict:
     """Finish what drf-spectacular cannot derive from the views.
 
     Paths are named without their optional trailing slash; /healthz, which a
-    middleware answers before URL routing (config/healthz.py), is added; and
+    middleware answers before URL routing (core/healthz.py), is added; and
     the response headers (X-Request-ID on every one) and array bounds the
     generator drops are declared.
     """
