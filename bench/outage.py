@@ -26,10 +26,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.cluster import private_cluster
 from bench.deployment import gunicorns, service_env, service_prepare
 from bench.findings import Findings, counts_text, latency_text, number
 from bench.traffic import Answers, MixedPlan, Record, Traffic, assignments_ask, latency_ms, outcomes
+from devtools.cluster import private_cluster
 
 RECOVERY_LIMIT_SECONDS = 30.0
 EXISTING_SUBJECTS = 1000

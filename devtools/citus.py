@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 import psycopg
 from psycopg import sql
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
+from devtools import PROJECT_DIR
 
 
 def citus_tools() -> Path:

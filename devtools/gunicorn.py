@@ -20,10 +20,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from devtools import PROJECT_DIR
 from devtools.ports import free_port, wait_for_port
 from devtools.processes import process_stop
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
 CONFIG = PROJECT_DIR / "deploy" / "gunicorn.conf.py"
 SERVICE_APP = "config.wsgi:application"
 
