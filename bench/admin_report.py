@@ -1,4 +1,4 @@
-"""bench/admin's results: printed tables, and bench/results/<name>.md and .json."""
+"""bench/run admin's results: printed tables, and bench/results/<name>.md and .json."""
 
 from __future__ import annotations
 

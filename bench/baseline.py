@@ -17,7 +17,7 @@ walk of each subject, as the service does) for experiments that follow links,
 then the insert. An identifier link is the service's one INSERT ... ON CONFLICT
 DO NOTHING, with the subject types read once.
 
-On a Citus coordinator (assignments distributed, bench/run --citus-workers) every
+On a Citus coordinator (assignments distributed, bench/run hot-path --citus-workers) every
 assignment scenario sends storage.py's statements, with the fetch and the insert
 in their Citus forms: Citus refuses the PostgreSQL fetch, and sends the array fetch to every
 shard, which would make a floor of more work than the service does there. The
@@ -39,6 +39,7 @@ from assignments.hashing import Allocation
 from assignments.linking import link_graph, linked_first, walk_params
 from assignments.storage import FETCH, POSTGRES_INSERT, POSTGRES_LINK_GRAPH, citus_insert
 from bench.scenarios import ASSIGN, EXPERIMENT_ID, LINK, SUBJECT, Scenario, SubjectIds
+from idlinks.storage import INSERT as LINK_INSERT
 
 FETCH_ARRAYS = """
 SELECT a.subject_id, a.variant_id
@@ -53,13 +54,6 @@ FROM unnest(%s::text[], %s::bigint[]) WITH ORDINALITY AS s(subject_id, variant_i
 ORDER BY s.ord
 ON CONFLICT (experiment_id, subject_id) DO NOTHING
 RETURNING subject_id, variant_id
-"""
-
-# What idlinks/storage.py's id_link_insert sends.
-LINK_INSERT = """
-INSERT INTO idlinks_identifierlink (subject_type_a_id, subject_id_a, subject_type_b_id, subject_id_b, created_at)
-VALUES (%s, %s, %s, %s, %s)
-ON CONFLICT DO NOTHING
 """
 
 EXPERIMENTS = """

@@ -18,7 +18,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.server import PROJECT_DIR, SERVICE_APP, GunicornSettings, Server, gunicorn, gunicorn_settings
+from bench.server import gunicorn
+from devtools import PROJECT_DIR
+from devtools.gunicorn import SERVICE_APP, Gunicorn, GunicornSettings, gunicorn_settings
 
 DEMO_CONFIG = PROJECT_DIR / "examples" / "demo.yaml"
 
@@ -59,7 +61,7 @@ def service_prepare(env: dict[str, str]) -> str:
 class Fleet:
     """Independent gunicorn servers of the service, as separate hosts would run them."""
 
-    servers: list[Server]
+    servers: list[Gunicorn]
     settings: GunicornSettings
 
     @property

@@ -1,469 +1,211 @@
-"""The hot path under load: the raw-SQL baseline, the minimal app and the service, measured alike.
+"""bench/run: the service as deployed, beside a minimal WSGI app and raw SQL, in one invocation.
 
-Shared by bench/run and bench/admin: their common options, the preparation of
-a bench database in-process, and the rounds of runs (CPU, transactions and
-latency of each target at each concurrency, with the count triggers on or off).
-Both HTTP targets run as deployed: gunicorn with deploy/gunicorn.conf.py
-(bench/server.py), the service with the product's settings (config.settings).
+Creates a fresh database (or reuses one, --reuse-database), migrates it (on a
+Citus coordinator, --citus-workers, then distributes its tables), applies
+examples/demo.yaml and bench/hot_path_resources.yaml, creates a proxy token and
+stores --seeded assignments (and, for the followLinks scenarios, identifier
+links: bench/links.py); counts
+SQL statements per request in-process; then, per scenario and concurrency, runs
+rounds of three targets on the same PostgreSQL: raw SQL (psycopg, no HTTP), the
+minimal app (bench/minimal_app.py) and the service, both served by
+`gunicorn -c deploy/gunicorn.conf.py` as deployed. Prints the tables and writes
+them to bench/results/<name>.md and .json. Exits 1 if any request failed. See
+docs/benchmarks.md.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
-import os
-import secrets
-from collections.abc import Iterator, Sequence
+import platform
+import sys
 from dataclasses import asdict
-from pathlib import Path
-from typing import Any
+from importlib.metadata import version
 
-from bench.baseline import BaselineWorker
-from bench.client import HttpWorker
-from bench.connections import CONNECTION_MODES, DEPLOYMENT
-from bench.count_triggers import COUNT_TRIGGER_STATES, count_triggers_off
-from bench.cpu import CpuWindow, CpuWindows
-from bench.database import DatabaseServer
-from bench.links import LinkPool
-from bench.load import LoadResult, load_run
-from bench.profile import profile_summary, profilers_start
-from bench.scenarios import HEALTHZ, SCENARIOS, Scenario, SubjectIds
-from bench.server import MINIMAL_APP, PROJECT_DIR, SERVICE_APP, gunicorn, gunicorn_settings
+import psycopg
 
-# In the order each round runs them.
-TARGETS = ("baseline", "minimal", "service")
+from bench.client import PATHS
+from bench.connections import DEFAULT_MODES
+from bench.links import LinkPool, links_outcome, links_seed
+from bench.machine import machine
+from bench.preparation import prepared
+from bench.profile import py_spy_path
+from bench.report import as_text, gunicorn_used, main_table, results_write, runs_table, statements_table
+from bench.rounds import TARGETS, Bench, HelpFormatter, shared_arguments
+from bench.scenarios import HEALTHZ, SCENARIOS
+from bench.seed import table_state
+from bench.statements import statements_count
+from devtools import PROJECT_DIR
 
-GUNICORN_SIZE = ("GUNICORN_WORKERS", "GUNICORN_THREADS")
+DEMO_CONFIG = PROJECT_DIR / "examples" / "demo.yaml"
+# banner-copy-nolinks and the 20 user experiments of the POST /assignments scenarios.
+BENCH_CONFIG = PROJECT_DIR / "bench" / "hot_path_resources.yaml"
 
+EPILOG = """\
+scenarios (one request each; new subjects and pairs are new in the database whatever ran before):
+{scenarios}
+  The 1000-subject scenarios are measured in subjects/s, the others in requests/s.
+  raw SQL has no /healthz; the minimal app's answers it without the database, the service's checks it.
+  subject-* name bench-user-01 (to 20) of bench/hot_path_resources.yaml for one new user ID.
+  1000-new-links and 1000-new-nolinks send the same kind of batch, new cookies of which 1 in 10 is linked
+  through a seeded user to an assigned cookie, to banner-copy (followLinks) and to its copy without.
 
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Each option's default after its help, unless it has none; the description and epilog as written."""
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        if action.default is None or action.default is False or action.help is None:
-            return action.help
-        if isinstance(action.default, list):
-            return f"{action.help} (default: {','.join(map(str, action.default))})"
-        return super()._get_help_string(action)
-
-    def _get_default_metavar_for_optional(self, action: argparse.Action) -> str:
-        return action.dest.upper()
-
-
-def _choices(raw: str, allowed, what: str) -> list[str]:
-    chosen = [item.strip() for item in raw.split(",") if item.strip()]
-    unknown = [item for item in chosen if item not in allowed]
-    if unknown or not chosen:
-        raise argparse.ArgumentTypeError(f"{what}: choose from {', '.join(allowed)} (got {raw!r})")
-    return chosen
-
-
-def _concurrencies(raw: str) -> list[int]:
-    try:
-        values = [int(item) for item in raw.split(",") if item.strip()]
-    except ValueError:
-        values = []
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"--concurrency: comma-separated positive integers (got {raw!r})")
-    return values
-
-
-def shared_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of the bench database, the load and the results; callers set their own defaults."""
-    parser.add_argument(
-        "--postgres-url",
-        default=os.environ.get("BENCH_POSTGRES_URL", "postgres://root@127.0.0.1:5432/postgres"),
-        help="a maintenance database on the server to use (env BENCH_POSTGRES_URL); the bench database "
-        "is created beside it",
+The defaults run everything: 3 rounds at 16 and at 64 clients on 1,000,000 seeded
+assignments and --linked-users' links, about an hour on 2 cores. A quick look:
+  bench/run hot-path --seeded 20000 --duration 3 --warmup 1 --repeat 1 --concurrency 16 --results-name dev
+Both HTTP targets run `gunicorn -c deploy/gunicorn.conf.py` with its defaults except for --workers and
+--threads; other GUNICORN_* variables of the environment (GUNICORN_ACCESS_LOG=true, ...) reach them,
+and the results name what gunicorn resolved.
+Keep the seeded database for the next runs:
+  bench/run hot-path --reuse-database ...   (creates it the first time, keeps it, seeds only what it lacks)
+On a local Citus cluster's coordinator (the followLinks scenarios' raw SQL does not run there):
+  bench/run hot-path --postgres-url postgres://root@127.0.0.1:5800/postgres --citus-workers 2 ...
+  bench/run citus   (starts a cluster, runs bench/run on plain PostgreSQL and on Citus, compares them)
+""".format(
+    scenarios="\n".join(
+        f"  {scenario.key:<17} {'GET' if scenario.kind == HEALTHZ else 'POST'} {PATHS[scenario.kind]}: {scenario.title}"
+        for scenario in SCENARIOS.values()
     )
-    parser.add_argument("--database", help="name of the bench database")
-    parser.add_argument("--keep-database", action="store_true", help="do not drop the database at the end")
+)
+
+
+def arguments(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="bench/run hot-path",
+        description=__doc__,
+        epilog=EPILOG,
+        formatter_class=HelpFormatter,
+    )
+    shared_arguments(parser)
     parser.add_argument(
-        "--workers",
+        "--seeded",
         type=int,
-        help="gunicorn worker processes of both HTTP targets, passed as GUNICORN_WORKERS "
-        "(default: what deploy/gunicorn.conf.py gives)",
+        default=1_000_000,
+        help="assignments stored before measuring; the *-existing scenarios draw from them",
     )
     parser.add_argument(
-        "--threads",
+        "--linked-users",
         type=int,
-        help="threads per gunicorn worker, passed as GUNICORN_THREADS (default: what deploy/gunicorn.conf.py gives)",
+        default=150_000,
+        help="seeded users each linked to two cookies (one in ten shared with the next user), the first one "
+        "assigned in banner-copy and banner-copy-nolinks, for the *-links scenarios (bench/links.py)",
     )
     parser.add_argument(
-        "--concurrency",
-        type=_concurrencies,
-        help="concurrent clients (processes, one connection each), comma-separated: every scenario runs at each",
-    )
-    parser.add_argument("--duration", type=float, help="measured seconds per run")
-    parser.add_argument("--warmup", type=float, default=2.0, help="unmeasured seconds before each run")
-    parser.add_argument(
-        "--scenarios",
-        type=lambda raw: _choices(raw, SCENARIOS, "--scenarios"),
-        help=f"comma-separated, from {','.join(SCENARIOS)}",
-    )
-    parser.add_argument(
-        "--targets",
-        type=lambda raw: _choices(raw, TARGETS, "--targets"),
-        help="comma-separated, from baseline (raw SQL over psycopg, no HTTP), minimal (bench/minimal_app.py: "
-        "plain WSGI under the same gunicorn) and service (config.wsgi under gunicorn, as deployed)",
-    )
-    parser.add_argument(
-        "--connections",
-        type=lambda raw: _choices(raw, CONNECTION_MODES, "--connections"),
-        help=f"the service's database connection handling, comma-separated, from {','.join(CONNECTION_MODES)}: "
-        f"{DEPLOYMENT} is config.settings as is; the others are variations of it (bench/connections.py)",
-    )
-    parser.add_argument(
-        "--count-triggers",
-        type=lambda raw: _choices(raw, COUNT_TRIGGER_STATES, "--count-triggers"),
-        help="run every target with the assignment count triggers on, off (ALTER TABLE ... DISABLE TRIGGER USER "
-        "for the run) or both, side by side: on,off",
-    )
-    parser.add_argument(
-        "--repeat",
+        "--citus-workers",
         type=int,
-        help="rounds per scenario and concurrency, the targets alternating within each; tables show each "
-        "target's median",
+        default=0,
+        help="the server at --postgres-url is the coordinator of a local Citus cluster with this many workers on "
+        "the next ports (bench/run citus starts one): the database is created on every node and distribute_tables "
+        "turns it into the distributed layout before seeding; 0: plain PostgreSQL",
     )
     parser.add_argument(
-        "--results-dir", type=Path, default=PROJECT_DIR / "bench" / "results", help="where the results are written"
-    )
-    parser.add_argument("--results-name", help="file name (without extension) of the results")
-    parser.add_argument(
-        "--profile",
+        "--reuse-database",
         action="store_true",
-        help="sample the service's gunicorn workers with py-spy during each run; folded stacks and a summary go "
-        "to var/bench-profiles/ (profiling takes CPU from the run: do not compare its numbers)",
+        help="use the database if it exists (seeding only the subjects it lacks) and keep it at the end",
     )
-
-
-def django_prepare(*configs: Path, distribute: bool = False) -> str:
-    """Migrate, with `distribute` turn the tables into the Citus layout (distribute_tables), apply the
-    configuration files and (re)create the proxy token `bench` in this process; returns the token."""
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    from tokens.services import api_token_replace
-
-    call_command("migrate", verbosity=0)
-    if distribute:
-        call_command("distribute_tables", stdout=io.StringIO())
-    call_command("apply_resources", *map(str, configs), stdout=io.StringIO())
-    return api_token_replace(name="bench", role="proxy")[1]
-
-
-def _run_record(
-    *,
-    round_number: int,
-    scenario: Scenario,
-    concurrency: int,
-    target: str,
-    connections: str | None,
-    count_triggers: str,
-    gunicorn_used: dict[str, Any] | None,
-    result: LoadResult,
-    transactions: int,
-    app_cpu: float | None,
-    db_cpu: float | None,
-    machine_busy_cores: float | None,
-) -> dict[str, Any]:
-    def per_request_ms(seconds: float | None) -> float | None:
-        return None if seconds is None or not result.requests else seconds * 1000 / result.requests
-
-    def ms(value: float | None) -> float | None:
-        return None if value is None else value * 1000
-
-    label = _label(target, connections)
-    return {
-        "round": round_number,
-        "scenario": scenario.key,
-        "title": scenario.title,
-        "subjects_per_request": scenario.subjects,
-        "per_subject": scenario.per_subject,
-        "concurrency": concurrency,
-        "target": target,
-        "connections": connections,
-        "count_triggers": count_triggers,
-        "label": label if count_triggers == "on" else f"{label}, count triggers off",
-        "gunicorn": gunicorn_used,
-        "duration": result.duration,
-        "requests": result.requests,
-        "requests_per_second": result.requests / result.duration,
-        "subjects_per_second": result.subjects / result.duration,
-        "p50_ms": ms(result.percentile(0.50)),
-        "p95_ms": ms(result.percentile(0.95)),
-        "p99_ms": ms(result.percentile(0.99)),
-        "max_ms": ms(result.latencies[-1] if result.latencies else None),
-        "errors": result.errors,
-        "first_error": result.first_error,
-        "transactions_per_request": transactions / result.sent if result.sent else None,
-        "cpu_ms_per_request": {
-            "app": per_request_ms(app_cpu),
-            "db": per_request_ms(db_cpu),
-            "client": per_request_ms(result.client_cpu_seconds),
-        },
-        "machine_busy_cores": machine_busy_cores,
-        # CPU the machine spent on anything but this run's processes: other people's work, or
-        # kernel time not charged to them. Large values mean the run was disturbed.
-        "other_cores": None
-        if machine_busy_cores is None or db_cpu is None or (app_cpu is None and target != "baseline")
-        else machine_busy_cores - ((app_cpu or 0.0) + db_cpu + result.client_cpu_seconds) / result.duration,
-    }
-
-
-def _print_run(run: dict[str, Any]) -> None:
-    line = (
-        f"  {run['scenario']} c{run['concurrency']} r{run['round']} {run['label']:<24} "
-        f"{run['requests_per_second']:>9,.1f} req/s {run['subjects_per_second']:>10,.0f} subjects/s  "
-        f"p50 {run['p50_ms'] or 0:.2f} ms  p99 {run['p99_ms'] or 0:.2f} ms  errors {run['errors']}"
+    parser.set_defaults(
+        database="bench_assignments",
+        duration=10.0,
+        concurrency=[16, 64],
+        scenarios=list(SCENARIOS),
+        targets=list(TARGETS),
+        connections=list(DEFAULT_MODES),
+        count_triggers=["on"],
+        repeat=3,
+        results_name="latest",
     )
-    print(line, flush=True)
-    if run["first_error"]:
-        print(f"    first error: {run['first_error']}", flush=True)
+    args = parser.parse_args(argv)
+    if args.seeded < 1000:
+        parser.error("--seeded must be at least 1000: the 1000-existing scenario samples that many")
+    if args.linked_users < 1:
+        parser.error("--linked-users must be at least 1")
+    if args.citus_workers < 0:
+        parser.error("--citus-workers must be 0 or more")
+    return args
 
 
-class Bench:
-    def __init__(
-        self,
-        args: argparse.Namespace,
-        server: DatabaseServer,
-        database_url: str,
-        token: str,
-        *,
-        workers: Sequence[DatabaseServer] = (),
-    ) -> None:
-        """`workers`: a Citus cluster's worker nodes beside the coordinator `server`, whose backends do
-        the shards' work and count in the database's CPU."""
-        self.args = args
-        self.server = server
-        self.database_url = database_url
-        self.token = token
-        # New subject IDs start with it: they are new even in a database an earlier run left behind.
-        self.run_id = secrets.token_hex(4)
-        self.nodes = [(node, node.postmaster_pid()) for node in (server, *workers)]
-        self.log_path = PROJECT_DIR / "var" / "bench-gunicorn.log"
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        # This invocation's servers only (with GUNICORN_ACCESS_LOG=true, a line per request).
-        self.log_path.write_text("")
-        self.profile_dir = PROJECT_DIR / "var" / "bench-profiles"
-        # The linked new cookies of the scenarios with linked_every (bench/links.py); bench/run sets it.
-        self.links: LinkPool | None = None
-
-    def _subject_ids(self, scenario: Scenario, prefix: str, index: int) -> SubjectIds:
-        return SubjectIds(
-            scenario=scenario, prefix=f"{prefix}-{index}", seeded=self.args.seeded, seed=index, pool=self.links
-        )
-
-    @contextlib.contextmanager
-    def _linked_cookies(self, scenario: Scenario) -> Iterator[None]:
-        """Around one run: the links of the pool cookies it may take stored before it starts."""
-        if not scenario.linked_every:
-            yield
-            return
-        if self.links is None:
-            raise RuntimeError(f"scenario {scenario.key} needs the identifier links bench/run seeds")
-        self.links.top_up(seconds=self.args.warmup + self.args.duration)
-        try:
-            yield
-        finally:
-            self.links.run_ended()
-
-    def _prefix(self, scenario: Scenario, label: str, concurrency: int, round_number: int) -> str:
-        """Of the new subject IDs of one run: every run asks for its own, so they are new."""
-        return f"{self.run_id}-{scenario.key}-{label.replace('/', '-')}-c{concurrency}-r{round_number}"
-
-    def _measure(
-        self, *, make_worker, concurrency: int, app_pids, app_parent: int | None, profile_name: str | None = None
-    ) -> tuple[LoadResult, CpuWindow, CpuWindows]:
-        app = CpuWindow(app_pids, parent=app_parent)
-        # Each node's postmaster reaps the backends of connections that end within the window (CpuWindow).
-        db = CpuWindows(
-            [
-                CpuWindow(lambda node=node: node.backend_pids(self.args.database), parent=postmaster)
-                for node, postmaster in self.nodes
-            ]
-        )
-        profilers = []
-
-        def start() -> None:
-            app.start()
-            db.start()
-            if profile_name is not None:
-                profilers.extend(
-                    profilers_start(
-                        pids=app_pids(), seconds=self.args.duration, directory=self.profile_dir, name=profile_name
-                    )
-                )
-
-        def end() -> None:
-            app.end()
-            db.end()
-
-        result = load_run(
-            make_worker=make_worker,
-            concurrency=concurrency,
-            warmup=self.args.warmup,
-            duration=self.args.duration,
-            on_start=start,
-            on_end=end,
-        )
-        for profiler in profilers:
-            profiler.wait(timeout=60)
-        if profile_name is not None:
-            summary = profile_summary(sorted(self.profile_dir.glob(f"{profile_name}-*.folded")))
-            (self.profile_dir / f"{profile_name}.txt").write_text(summary + "\n")
-            print(f"    profile: {self.profile_dir / profile_name}.txt", flush=True)
-        return result, app, db
-
-    def baseline(self, scenario: Scenario, concurrency: int, round_number: int, count_triggers: str) -> dict[str, Any]:
-        before = self.server.transactions(self.args.database)
-        prefix = self._prefix(scenario, f"baseline{_state_suffix(count_triggers)}", concurrency, round_number)
-
-        def make_worker(index: int) -> BaselineWorker:
-            return BaselineWorker(
-                database_url=self.database_url,
-                scenario=scenario,
-                subject_ids=self._subject_ids(scenario, prefix, index),
+def main(argv: list[str]) -> int:
+    args = arguments(argv)
+    if args.profile:
+        py_spy_path()
+    with prepared(
+        postgres_url=args.postgres_url,
+        database=args.database,
+        configs=(DEMO_CONFIG, BENCH_CONFIG),
+        seeded=args.seeded,
+        citus_workers=args.citus_workers,
+        reuse=args.reuse_database,
+        keep=args.keep_database,
+    ) as ready:
+        database_url, seed = ready.database_url, ready.seed
+        bench = Bench(args, ready.server, database_url, ready.token, workers=ready.citus_workers)
+        scenarios = [SCENARIOS[key] for key in args.scenarios]
+        links = None
+        if any(scenario.linked_every for scenario in scenarios):
+            print(f"seeding identifier links for {args.linked_users:,} users", flush=True)
+            links = links_seed(database_url=database_url, users=args.linked_users)
+            print(
+                f"  {links['links']:,} links, {links['assigned_cookies']:,} assigned cookies in each cookie "
+                f"experiment ({'stored' if links['seeded'] else 'found'} in {links['seconds']:.1f} s)",
+                flush=True,
             )
+            bench.links = LinkPool(database_url=database_url, prefix=bench.run_id, users=args.linked_users)
+        counts = statements_count(scenarios=scenarios, token=ready.token, seeded=args.seeded, prefix=bench.run_id)
+        runs = bench.rounds()
+        with psycopg.connect(database_url, autocommit=True) as connection:
+            end = table_state(connection)
+            if links is not None:
+                links.update(pool_stored=bench.links.stored, pool_taken=bench.links.taken)
+                links["outcome"] = links_outcome(connection, prefix=bench.run_id)
+        import django
 
-        result, _, db = self._measure(make_worker=make_worker, concurrency=concurrency, app_pids=list, app_parent=None)
-        self.server.wait_without_clients(self.args.database)
-        return _run_record(
-            round_number=round_number,
-            scenario=scenario,
-            concurrency=concurrency,
-            target="baseline",
-            connections=None,
-            count_triggers=count_triggers,
-            gunicorn_used=None,
-            result=result,
-            transactions=self.server.transactions(self.args.database) - before,
-            app_cpu=None,
-            db_cpu=db.processes,
-            machine_busy_cores=db.machine_busy_cores,
-        )
-
-    def _env(self, target: str, connections: str | None) -> dict[str, str]:
-        """The deployment's environment (README, docs/deployment.md) for one HTTP target."""
-        # Only --workers and --threads set these two: otherwise the config file's defaults apply. Other
-        # GUNICORN_* variables pass through, and the results name what gunicorn resolved.
-        env = {name: value for name, value in os.environ.items() if name not in GUNICORN_SIZE}
-        env.update(
-            DATABASE_URL=self.database_url,
-            DEBUG="false",
-            SECRET_KEY=os.environ["SECRET_KEY"],
-            ALLOWED_HOSTS="127.0.0.1,localhost",
-            DJANGO_SETTINGS_MODULE="config.settings",
-        )
-        if self.args.workers is not None:
-            env["GUNICORN_WORKERS"] = str(self.args.workers)
-        if self.args.threads is not None:
-            env["GUNICORN_THREADS"] = str(self.args.threads)
-        if target == "minimal":
-            env["BENCH_TOKEN"] = self.token
-        elif connections != DEPLOYMENT:
-            env.update(DJANGO_SETTINGS_MODULE="bench.settings", BENCH_DB_CONNECTIONS=connections)
-        return env
-
-    def http(
-        self,
-        target: str,
-        scenario: Scenario,
-        concurrency: int,
-        round_number: int,
-        count_triggers: str,
-        connections: str | None = None,
-    ) -> dict[str, Any]:
-        """One run of the minimal app or the service under gunicorn, started for it and stopped after it."""
-        application = MINIMAL_APP if target == "minimal" else SERVICE_APP
-        env = self._env(target, connections)
-        settings = gunicorn_settings(app=application, env=env)
-        # The pool of a connection variation holds as many connections as a worker has threads.
-        env["BENCH_THREADS"] = str(settings.threads)
-        prefix = self._prefix(
-            scenario, _label(target, connections) + _state_suffix(count_triggers), concurrency, round_number
-        )
-        before = self.server.transactions(self.args.database)
-        with gunicorn(app=application, env=env, settings=settings, log_path=self.log_path) as http_server:
-
-            def make_worker(index: int) -> HttpWorker:
-                ids = self._subject_ids(scenario, prefix, index)
-                return HttpWorker(
-                    host=http_server.host, port=http_server.port, token=self.token, scenario=scenario, subject_ids=ids
-                )
-
-            result, app, db = self._measure(
-                make_worker=make_worker,
-                concurrency=concurrency,
-                app_pids=http_server.worker_pids,
-                app_parent=http_server.process.pid,
-                profile_name=prefix if self.args.profile and target == "service" else None,
+        results = {
+            "setup": {
+                "started_at": ready.started_at.isoformat(timespec="seconds"),
+                "command": " ".join(["bench/run", "hot-path", *argv]),
+                "machine": machine(),
+                "postgresql": ready.server.version(),
+                "layout": ready.layout,
+                "python": platform.python_version(),
+                "django": django.get_version(),
+                "gunicorn_version": version("gunicorn"),
+                "gunicorn": gunicorn_used(runs),
+                "commit": ready.commit,
+                "workers_option": args.workers,
+                "threads_option": args.threads,
+                "concurrency": args.concurrency,
+                "warmup": args.warmup,
+                "duration": args.duration,
+                "repeat": args.repeat,
+                "targets": args.targets,
+                "connections": args.connections,
+                "count_triggers": args.count_triggers,
+                "reused_database": ready.reused,
+                "seed": seed,
+                "links": links,
+                "end": end,
+            },
+            "runs": runs,
+            "statements": [asdict(count) for count in counts],
+        }
+        print("\nRaw SQL, minimal app and service (medians over rounds)\n" + as_text(main_table(runs)))
+        print("\nEvery run (cpu ms per request: app = gunicorn workers, db = PostgreSQL backends)\n")
+        print(as_text(runs_table(runs)))
+        if counts:
+            print("\nSQL statements per request (in-process)\n" + as_text(statements_table(results["statements"])))
+        json_path, markdown_path = results_write(directory=args.results_dir, name=args.results_name, results=results)
+        print(f"\nwrote {json_path} and {markdown_path}")
+        failed = sum(run["errors"] for run in runs)
+        if failed:
+            print(f"{failed} requests failed; see first_error above and {bench.log_path}", file=sys.stderr)
+        if not end["counts_exact"]:
+            print("assignments_assignmentcount does not add up to the assignments", file=sys.stderr)
+        linked_wrong = links is not None and not links["outcome"]["as_expected"]
+        if linked_wrong:
+            print(
+                "the followLinks scenarios stored a source other than expected; see links in the JSON", file=sys.stderr
             )
-        # Backends flush their statistics when they exit: count once gunicorn's connections are gone.
-        self.server.wait_without_clients(self.args.database)
-        return _run_record(
-            round_number=round_number,
-            scenario=scenario,
-            concurrency=concurrency,
-            target=target,
-            connections=connections,
-            count_triggers=count_triggers,
-            gunicorn_used=asdict(settings),
-            result=result,
-            transactions=self.server.transactions(self.args.database) - before,
-            app_cpu=app.processes,
-            db_cpu=db.processes,
-            machine_busy_cores=app.machine_busy_cores,
-        )
-
-    def _round(self, scenario: Scenario, concurrency: int, round_number: int, state: str) -> Iterator[dict[str, Any]]:
-        for target in (target for target in TARGETS if target in self.args.targets):
-            if target == "baseline":
-                if scenario.kind != HEALTHZ:
-                    with self._linked_cookies(scenario):
-                        run = self.baseline(scenario, concurrency, round_number, state)
-                    yield run
-            elif target == "minimal":
-                with self._linked_cookies(scenario):
-                    run = self.http("minimal", scenario, concurrency, round_number, state)
-                yield run
-            else:
-                for mode in self.args.connections:
-                    with self._linked_cookies(scenario):
-                        run = self.http("service", scenario, concurrency, round_number, state, connections=mode)
-                    yield run
-
-    def rounds(self) -> list[dict[str, Any]]:
-        """Every scenario's rounds at each concurrency: per round and trigger state, each target in turn."""
-        from django.db import connections
-
-        # Load workers are forked from this process: none may inherit an open connection.
-        connections.close_all()
-        runs = []
-        for scenario in (SCENARIOS[key] for key in self.args.scenarios):
-            for concurrency in self.args.concurrency:
-                print(f"scenario {scenario.key} ({scenario.title} per request), {concurrency} clients", flush=True)
-                # Rounds alternate the targets, so a disturbance of the shared machine hits them alike.
-                for round_number in range(1, self.args.repeat + 1):
-                    for state in self.args.count_triggers:
-                        with self._count_triggers(state):
-                            for run in self._round(scenario, concurrency, round_number, state):
-                                _print_run(run)
-                                runs.append(run)
-        return runs
-
-    def _count_triggers(self, state: str) -> contextlib.AbstractContextManager[None]:
-        if state == "on":
-            return contextlib.nullcontext()
-        return count_triggers_off(server=self.server, database=self.args.database, database_url=self.database_url)
+        return 1 if failed or not end["counts_exact"] or linked_wrong else 0
 
 
-def _label(target: str, connections: str | None) -> str:
-    """The target, and the service's connection handling when it is a variation of the deployment's."""
-    return target if connections in (None, DEPLOYMENT) else f"{target}/{connections}"
-
-
-def _state_suffix(count_triggers: str) -> str:
-    return "" if count_triggers == "on" else "-untriggered"
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

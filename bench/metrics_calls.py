@@ -1,4 +1,4 @@
-"""The counting calls of one request, timed in one process: what bench/metrics measures over HTTP, without
+"""The counting calls of one request, timed in one process: what bench/run metrics measures over HTTP, without
 the noise of a shared machine.
 
 `.venv/bin/python -m bench.metrics_calls` runs each metrics call (core/observability/metrics.py and the
@@ -11,6 +11,7 @@ written to /dev/null.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import sys
@@ -21,7 +22,8 @@ CALLS_PER_ROUND = 20_000
 ROUNDS = 5
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    argparse.ArgumentParser(prog="bench/run metrics-calls", description=__doc__.split("\n\n")[0]).parse_args(argv)
     # Before prometheus_client is imported: it picks where it counts then.
     with tempfile.TemporaryDirectory(prefix="bench-metrics-calls-") as directory:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
@@ -82,4 +84,4 @@ def _measure() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -1,4 +1,4 @@
-"""bench/reliability: the service as deployed, under the conditions that break services rather than slow them.
+"""bench/run reliability: the service as deployed, under the conditions that break services rather than slow them.
 
 Three experiments, each on a fresh database, each printing its figures as it ends:
 
@@ -32,21 +32,21 @@ from typing import Any
 
 from bench.database import DatabaseServer
 from bench.findings import Findings, results_write
-from bench.hot_path import HelpFormatter
 from bench.machine import machine
 from bench.outage import OutageOptions, outage_findings, run_outage
 from bench.race import RaceOptions, race_findings, run_race
 from bench.report import git_commit
-from bench.server import PROJECT_DIR
+from bench.rounds import HelpFormatter
 from bench.soak import SoakOptions, run_soak, soak_findings
 from bench.traffic import MAX_SUBJECTS
+from devtools import PROJECT_DIR
 
 # In the order they run.
 EXPERIMENTS = ("race", "outage", "soak")
 
 EPILOG = """\
 A quick look at all three (about two minutes on 2 cores):
-  bench/reliability --race-seconds 5 --outage-seconds 3 --soak-seconds 20
+  bench/run reliability --race-seconds 5 --outage-seconds 3 --soak-seconds 20
 The defaults take about 13 minutes, 10 of them the soak. gunicorn's output goes to
 var/bench-reliability-<experiment>.log.
 """
@@ -71,7 +71,7 @@ def _positive(kind: Callable[[str], Any]) -> Callable[[str], Any]:
 
 def arguments(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="bench/reliability", description=__doc__, epilog=EPILOG, formatter_class=HelpFormatter
+        prog="bench/run reliability", description=__doc__, epilog=EPILOG, formatter_class=HelpFormatter
     )
     parser.add_argument(
         "--only",
@@ -187,7 +187,7 @@ def main(argv: list[str]) -> int:
     started_at = datetime.now(UTC)
     setup = {
         "started_at": started_at.isoformat(timespec="seconds"),
-        "command": " ".join(["bench/reliability", *argv]),
+        "command": " ".join(["bench/run reliability", *argv]),
         "machine": machine(),
         "python": platform.python_version(),
         "django": version("django"),

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.connections import DEPLOYMENT
-from bench.server import PROJECT_DIR
+from devtools import PROJECT_DIR
 
 Table = tuple[list[str], list[list[str]]]
 

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from bench.links import LinkPool
+from typing import Protocol
 
 EXPERIMENT_ID = "checkout-button"
 # examples/demo.yaml's cookie experiment with spec.followLinks: true, and bench/hot_path_resources.yaml's copy
@@ -103,6 +100,13 @@ SCENARIOS = {
 }
 
 
+class LinkedCookies(Protocol):
+    """Where linked new cookies come from (bench/links.py's LinkPool); a protocol so that this module, which
+    links.py imports, imports nothing of links.py."""
+
+    def take(self, count: int) -> list[str]: ...
+
+
 def seeded_subject_id(number: int) -> str:
     return f"seed-{number:08d}"
 
@@ -118,7 +122,7 @@ class SubjectIds:
     """
 
     def __init__(
-        self, *, scenario: Scenario, prefix: str, seeded: int, seed: int, pool: LinkPool | None = None
+        self, *, scenario: Scenario, prefix: str, seeded: int, seed: int, pool: LinkedCookies | None = None
     ) -> None:
         if scenario.existing > seeded:
             raise ValueError(f"scenario {scenario.key} needs {scenario.existing} seeded subjects, {seeded} exist")

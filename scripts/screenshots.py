@@ -15,7 +15,6 @@ import random
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,11 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 REPO = Path(__file__).resolve().parent.parent
+# The checkout's packages (devtools here, Django's apps in seed()) import when run as scripts/screenshots.py.
+sys.path.insert(0, str(REPO))
+
+from devtools.ports import free_port  # noqa: E402
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 EXPERIMENT = "checkout-button"
@@ -42,12 +46,6 @@ MAX_HEIGHT = 6000
 
 class PageProblem(Exception):
     """A page did not show what its screenshot is meant to show."""
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def configure_environment(workdir: Path) -> None:
@@ -77,7 +75,6 @@ def seed(password: str) -> tuple[int, list[tuple[str, int]]]:
     """
     import django
 
-    sys.path.insert(0, str(REPO))
     django.setup()
 
     from django.contrib.auth import get_user_model

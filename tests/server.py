@@ -1,4 +1,4 @@
-"""Start the real service (gunicorn) in a subprocess for end-to-end tests."""
+"""The real service in a subprocess for end-to-end tests: gunicorn as deployed, and scripts/run-demo."""
 
 from __future__ import annotations
 
@@ -11,22 +11,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from devtools.gunicorn import gunicorn as devtools_gunicorn
+from devtools.ports import free_port, wait_for_port
+from devtools.processes import process_stop
+
 PROJECT_DIR = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_for_port(port: int, *, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"nothing listens on port {port} after {timeout}s")
 
 
 @contextlib.contextmanager
@@ -38,53 +27,34 @@ def silent_server() -> Iterator[int]:
         yield listener.getsockname()[1]
 
 
-def process_stop(process: subprocess.Popen, *, timeout: float = 10.0) -> None:
-    """SIGTERM, then SIGKILL if the process has not ended within timeout seconds."""
-    process.terminate()
-    try:
-        process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
 # The tests read the access log (off by default, when the proxy logs requests).
 E2E_ENV = {"GUNICORN_ACCESS_LOG": "true"}
+# Set for the session by tests/e2e/conftest.py: a directory under pytest's basetemp.
+LOG_DIR: Path | None = None
+
+
+def gunicorn_log(base_url: str) -> Path:
+    """The log of the server at base_url started by gunicorn() below."""
+    assert LOG_DIR is not None, "gunicorn() runs under tests/e2e, whose conftest sets LOG_DIR"
+    return LOG_DIR / f"gunicorn-{base_url.rsplit(':', 1)[1]}.log"
 
 
 @contextlib.contextmanager
 def gunicorn(*, env: dict[str, str], workers: int = 2) -> Iterator[tuple[str, subprocess.Popen]]:
-    """Run `gunicorn config.wsgi:application` with the deployment's own settings file
-    (deploy/gunicorn.conf.py) and env added to ours; yields (base URL, process).
+    """The service as deployed (devtools.gunicorn: deploy/gunicorn.conf.py) with env added to ours and the
+    access log on; yields (base URL, process).
 
-    The process's output goes to a log file under var/ so a failing test can show it.
+    A failing test's server log: its path is printed on stderr as the server starts, which pytest shows
+    under the failure's "Captured stderr"; it lies in pytest's basetemp, of which the last three runs' are
+    kept (/tmp/pytest-of-<user>/pytest-current/gunicorn0/gunicorn-<port>.log), never in the checkout.
     """
     port = free_port()
-    log_path = PROJECT_DIR / "var" / f"gunicorn-e2e-{port}.log"
-    log_path.parent.mkdir(exist_ok=True)
-    command = [
-        sys.executable,
-        "-m",
-        "gunicorn",
-        "config.wsgi:application",
-        "--config",
-        "deploy/gunicorn.conf.py",
-        "--bind",
-        f"127.0.0.1:{port}",
-        "--workers",
-        str(workers),
-    ]
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(
-            command, cwd=PROJECT_DIR, env={**os.environ, **E2E_ENV, **env}, stdout=log, stderr=log
-        )
-    try:
-        wait_for_port(port)
-        yield f"http://127.0.0.1:{port}", process
-    finally:
-        process_stop(process)
-        if process.returncode not in (0, -15):
-            sys.stderr.write(log_path.read_text())
+    log_path = gunicorn_log(f"http://127.0.0.1:{port}")
+    print(f"gunicorn log: {log_path}", file=sys.stderr)
+    with devtools_gunicorn(
+        env={**os.environ, **E2E_ENV, **env}, log_path=log_path, port=port, options=("--workers", str(workers))
+    ) as server:
+        yield server.url, server.process
 
 
 def database_url_for_tests() -> str:

@@ -25,6 +25,7 @@ from assignments.distribution import DISTRIBUTED_TABLES, REFERENCE_TABLES, assig
 from assignments.exports import assignment_rows
 from assignments.models import Assignment, AssignmentCount, Experiment
 from assignments.storage import FETCH, citus_insert
+from devtools.citus import citus_database_create
 from tests.server import PROJECT_DIR, wait_until
 
 on_citus = os.environ.get("TEST_CITUS") == "1"
@@ -194,10 +195,7 @@ def test_distribute_tables__database_with_rows__rows_and_counts_kept_and_countin
     # Given a database of the cluster, migrated and used before it was distributed
     settings_dict = connection.settings_dict
     server = f"postgres://{settings_dict['USER'] or 'root'}@{settings_dict['HOST']}:{settings_dict['PORT']}"
-    subprocess.run(
-        [sys.executable, "scripts/citus_database.py", server, "distribute_existing", "2"],
-        cwd=PROJECT_DIR, check=True, capture_output=True, timeout=120,
-    )  # fmt: skip
+    citus_database_create(server, "distribute_existing", 2)
     url = f"{server}/distribute_existing"
     _manage(url, "migrate")
     _manage(url, "apply_resources", "examples/demo.yaml")

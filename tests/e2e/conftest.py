@@ -1,5 +1,6 @@
-"""The service on a private PostgreSQL cluster (tests/cluster.py), for the end-to-end tests that stop its
-database: migrated, configured with the demo configuration, and a proxy token to call it with."""
+"""The service on a private PostgreSQL cluster (devtools/cluster.py), for the end-to-end tests that stop its
+database: migrated, configured with the demo configuration, and a proxy token to call it with; and where
+the servers' logs go (tests/server.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.cluster import Cluster, private_cluster
+from devtools.cluster import Cluster, ClusterUnavailable, private_cluster
+from tests import server
 from tests.conftest import DEMO_YAML
 from tests.server import PROJECT_DIR
 
@@ -30,16 +32,29 @@ def manage(*args: str, env: dict[str, str]) -> str:
     return result.stdout
 
 
+@pytest.fixture(scope="session", autouse=True)
+def gunicorn_logs(tmp_path_factory) -> Iterator[None]:
+    """The servers' logs in pytest's basetemp rather than in the checkout's var/."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(server, "LOG_DIR", tmp_path_factory.mktemp("gunicorn"))
+        yield
+
+
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    with private_cluster() as cluster:
-        yield cluster
+    """A started cluster with an empty database `service`, its URL in DATABASE_URL of service_env."""
+    try:
+        with private_cluster(prefix="e2e-cluster-") as cluster:
+            cluster.create_database("service")
+            yield cluster
+    except ClusterUnavailable as unavailable:
+        pytest.skip(str(unavailable))
 
 
 @pytest.fixture(scope="module")
 def service_env(cluster, tmp_path_factory) -> dict[str, str]:
     """The environment of a migrated, configured service on the cluster."""
-    env = {"DATABASE_URL": cluster.url, "SECRET_KEY": SECRET_KEY}
+    env = {"DATABASE_URL": cluster.url("service"), "SECRET_KEY": SECRET_KEY}
     manage("migrate", "--no-input", env=env)
     config = tmp_path_factory.mktemp("config") / "config.yaml"
     config.write_text(DEMO_YAML)

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.server import PROJECT_DIR, gunicorn, silent_server, wait_until
+from tests.server import PROJECT_DIR, gunicorn, gunicorn_log, silent_server, wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.e2e]
 
@@ -129,7 +129,7 @@ def service(service_env):
     """gunicorn on the private cluster: (base URL, its log file, which holds the access log)."""
     with gunicorn(env=service_env, workers=1) as (base_url, _):
         wait_until(lambda: httpx.get(f"{base_url}/healthz").status_code == 200, timeout=15)
-        yield base_url, PROJECT_DIR / "var" / f"gunicorn-e2e-{base_url.rsplit(':', 1)[1]}.log"
+        yield base_url, gunicorn_log(base_url)
 
 
 @pytest.fixture(scope="module")

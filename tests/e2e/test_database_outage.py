@@ -1,6 +1,6 @@
 """A database outage seen from outside: real gunicorn, its own PostgreSQL cluster stopped and started.
 
-The cluster is private to this module (tests/cluster.py, the fixtures in tests/e2e/conftest.py), so
+The cluster is private to this module (devtools/cluster.py, the fixtures in tests/e2e/conftest.py), so
 stopping it disturbs nobody else's tests.
 """
 
@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from core.healthz import PROBE_REUSE_SECONDS
-from tests.server import PROJECT_DIR, gunicorn, silent_server, wait_until
+from tests.server import gunicorn, gunicorn_log, silent_server, wait_until
 from tokens.crypto import token_generate
 
 pytestmark = [pytest.mark.postgres, pytest.mark.e2e]
@@ -125,7 +125,7 @@ def test_database_outage__twelve_seconds_under_load__a_few_log_lines_with_counts
     # Without the access log, which writes a line per request by design: the failures' own lines are counted.
     env = {**service_env, "GUNICORN_ACCESS_LOG": "false"}
     with gunicorn(env=env, workers=2) as (base_url, _):
-        log_path = PROJECT_DIR / "var" / f"gunicorn-e2e-{base_url.rsplit(':', 1)[1]}.log"
+        log_path = gunicorn_log(base_url)
         with httpx.Client(base_url=base_url, timeout=15) as http:
             wait_until(lambda: http.get("/healthz").status_code == 200, timeout=15)
             assert http.post("/experiment-assignments", json=body, headers=auth).status_code == 200

@@ -17,7 +17,7 @@ from prometheus_client.mmap_dict import MmapedDict, mmap_key
 from core.observability.metricsfiles import FOLDED_KINDS
 from tests.conftest import DEMO_YAML, apply_yaml
 from tests.observability import request_lines, sample, samples
-from tests.server import PROJECT_DIR, database_url_for_tests, gunicorn, wait_until
+from tests.server import database_url_for_tests, gunicorn, gunicorn_log, wait_until
 from tokens.models import Role
 from tokens.services import api_token_create
 
@@ -80,7 +80,7 @@ def test_metrics__two_workers__both_count_a_scrape_adds_them_up_and_a_stopped_on
     admin = {"Authorization": f"Bearer {admin_token}"}
     proxy = {"Authorization": f"Bearer {proxy_token}"}
     with gunicorn(env=env, workers=2) as (base_url, process):
-        log_path = PROJECT_DIR / "var" / f"gunicorn-e2e-{base_url.rsplit(':', 1)[1]}.log"
+        log_path = gunicorn_log(base_url)
         wait_until(lambda: httpx.get(f"{base_url}/healthz").status_code == 200, timeout=15)
         assert "counter_1.db" not in {path.name for path in directory.iterdir()}
         # /healthz may be answered by the first worker before the second has started

@@ -20,17 +20,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from devtools.ports import free_port, wait_for_port
+from devtools.processes import process_stop
 from tests.conftest import DEMO_YAML, apply_yaml
 from tests.observability import request_lines
-from tests.server import (
-    PROJECT_DIR,
-    database_url_for_tests,
-    free_port,
-    gunicorn,
-    process_stop,
-    wait_for_port,
-    wait_until,
-)
+from tests.server import PROJECT_DIR, database_url_for_tests, gunicorn, gunicorn_log, wait_until
 from tokens.crypto import token_generate
 from tokens.models import Role
 from tokens.services import api_token_create
@@ -106,7 +100,7 @@ def service() -> Iterator[tuple[str, str, Path]]:
     env = {"DATABASE_URL": database_url_for_tests(), "SECRET_KEY": SECRET_KEY}
     with gunicorn(env=env, workers=2) as (base_url, _):
         wait_until(lambda: httpx.get(f"{base_url}/healthz").status_code == 200, timeout=15)
-        yield base_url, token, PROJECT_DIR / "var" / f"gunicorn-e2e-{base_url.rsplit(':', 1)[1]}.log"
+        yield base_url, token, gunicorn_log(base_url)
 
 
 def assert_problem(response: httpx.Response, status: int, code: str) -> None:

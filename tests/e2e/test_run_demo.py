@@ -9,7 +9,8 @@ import subprocess
 import httpx
 import pytest
 
-from tests.server import PROJECT_DIR, demo_env, demo_server, free_port
+from devtools.ports import free_port
+from tests.server import PROJECT_DIR, demo_env, demo_server
 
 pytestmark = [pytest.mark.e2e]
 

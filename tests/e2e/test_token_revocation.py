@@ -12,7 +12,7 @@ import pytest
 from django.conf import settings
 
 from tests.conftest import DEMO_YAML, apply_yaml
-from tests.server import PROJECT_DIR, database_url_for_tests, gunicorn, wait_until
+from tests.server import PROJECT_DIR, database_url_for_tests, gunicorn, gunicorn_log, wait_until
 from tests.tokens.test_secret_storage import all_table_text
 from tokens.services import api_token_create
 
@@ -58,7 +58,7 @@ def test_revocation__revoke_command_on_a_running_server__refused_within_the_cach
         refused = http.post("/experiment-assignments", json=BODY, headers=headers)
         assert refused.json()["code"] == "not_authenticated"
         assert refused.headers["www-authenticate"] == "Bearer"
-        log_path = PROJECT_DIR / "var" / f"gunicorn-e2e-{base_url.rsplit(':', 1)[1]}.log"
+        log_path = gunicorn_log(base_url)
 
     # And the server's log (access log included) recorded the requests, but never the token
     log = log_path.read_text()

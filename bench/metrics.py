@@ -1,4 +1,4 @@
-"""bench/metrics: what the Prometheus metrics cost the hot path, the service with METRICS_ENABLED on and off side
+"""bench/run metrics: what the Prometheus metrics cost the hot path, the service with METRICS_ENABLED on and off side
 by side in one invocation.
 
 Prepares a database as bench/run does (examples/demo.yaml, bench/hot_path_resources.yaml,
@@ -18,31 +18,27 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import secrets
 import statistics
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from importlib.metadata import version
 from typing import Any
 
 from bench.connections import DEPLOYMENT
-from bench.database import DatabaseServer
-from bench.hot_path import Bench, HelpFormatter, django_prepare, shared_arguments
+from bench.preparation import prepared
 from bench.profile import py_spy_path
 from bench.report import (
     Table,
     as_markdown,
     as_text,
-    git_commit,
     gunicorn_used,
     medians,
     results_files_write,
     runs_table,
 )
+from bench.rounds import Bench, HelpFormatter, shared_arguments
 from bench.scenarios import SCENARIOS, Scenario
-from bench.seed import assignments_seed
-from bench.server import PROJECT_DIR
+from devtools import PROJECT_DIR
 
 CONFIGS = (PROJECT_DIR / "examples" / "demo.yaml", PROJECT_DIR / "bench" / "hot_path_resources.yaml")
 STATES = ("on", "off")
@@ -52,9 +48,9 @@ DEFAULT_SCENARIOS = ["1-new", "1-existing", "100-new", "1000-new", "1000-existin
 
 def arguments(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="bench/metrics",
+        prog="bench/run metrics",
         description=__doc__.split("\n\n")[0],
-        epilog="A quick look: bench/metrics --seeded 20000 --duration 3 --warmup 1 --repeat 2 --scenarios 1-new",
+        epilog="A quick look: bench/run metrics --seeded 20000 --duration 3 --warmup 1 --repeat 2 --scenarios 1-new",
         formatter_class=HelpFormatter,
     )
     shared_arguments(parser)
@@ -77,9 +73,9 @@ def arguments(argv: list[str]) -> argparse.Namespace:
         parser.error("--seeded must be at least 1000: the 1000-existing scenario samples that many")
     linked = [key for key in args.scenarios if SCENARIOS[key].linked_every]
     if linked:
-        parser.error(f"--scenarios: {', '.join(linked)} need bench/run's identifier links; use bench/run for them")
+        parser.error(f"--scenarios: {', '.join(linked)} need identifier links; use bench/run hot-path for them")
     if args.targets != ["service"] or args.connections != ["deployment"] or args.count_triggers != ["on"]:
-        parser.error("bench/metrics measures the service as deployed, with the count triggers on")
+        parser.error("bench/run metrics measures the service as deployed, with the count triggers on")
     return args
 
 
@@ -209,35 +205,28 @@ def main(argv: list[str]) -> int:
     args = arguments(argv)
     if args.profile:
         py_spy_path()
-    started_at = datetime.now(UTC)
-    commit = git_commit()
-    server = DatabaseServer(args.postgres_url)
-    database_url = server.recreate(args.database)
-    os.environ.update(
-        DATABASE_URL=database_url,
-        DJANGO_SETTINGS_MODULE="config.settings",
-        DEBUG="false",
-        SECRET_KEY=os.environ.get("SECRET_KEY") or secrets.token_urlsafe(50),
-    )
-    try:
-        print(f"database {args.database}: migrating, applying {', '.join(config.name for config in CONFIGS)}")
-        token = django_prepare(*CONFIGS)
-        print(f"seeding {args.seeded:,} assigned subjects", flush=True)
-        seed = assignments_seed(database_url=database_url, count=args.seeded)
-        bench = MetricsBench(args, server, database_url, token)
+    with prepared(
+        postgres_url=args.postgres_url,
+        database=args.database,
+        configs=CONFIGS,
+        seeded=args.seeded,
+        keep=args.keep_database,
+    ) as ready:
+        seed = ready.seed
+        bench = MetricsBench(args, ready.server, ready.database_url, ready.token)
         runs = bench.rounds()
         import django
 
         results = {
             "setup": {
-                "started_at": started_at.isoformat(timespec="seconds"),
-                "command": " ".join(["bench/metrics", *argv]),
+                "started_at": ready.started_at.isoformat(timespec="seconds"),
+                "command": " ".join(["bench/run", "metrics", *argv]),
                 "cpus": os.cpu_count(),
-                "postgresql": server.version(),
+                "postgresql": ready.server.version(),
                 "python": platform.python_version(),
                 "django": django.get_version(),
                 "prometheus_client": version("prometheus-client"),
-                "commit": commit,
+                "commit": ready.commit,
                 "gunicorn": gunicorn_used(runs),
                 "concurrency": args.concurrency,
                 "warmup": args.warmup,
@@ -258,10 +247,6 @@ def main(argv: list[str]) -> int:
             print(f"{failed} requests failed; see first_error above and {bench.log_path}", file=sys.stderr)
             return 1
         return 0
-    finally:
-        if not args.keep_database:
-            server.drop(args.database)
-        server.close()
 
 
 if __name__ == "__main__":

@@ -1,10 +1,9 @@
-"""A private PostgreSQL cluster the outage experiment may stop and start without disturbing anyone.
+"""A throwaway PostgreSQL cluster that a test or a benchmark may stop and start without disturbing anyone.
 
 initdb into a temporary directory, a free port on 127.0.0.1, trust auth for
-`root`. PostgreSQL refuses to run as root: when the benchmark runs as root, the
-cluster runs as `nobody` (runuser), which then owns the directory. The same
-recipe as tests/e2e/test_database_outage.py, kept here so the benchmark does not
-import the tests.
+`root`, fsync off (its data is thrown away). PostgreSQL refuses to run as root:
+when we run as root, the cluster runs as `nobody` (runuser), which then owns the
+directory.
 """
 
 from __future__ import annotations
@@ -21,7 +20,11 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from bench.server import free_port
+from devtools.ports import free_port
+
+
+class ClusterUnavailable(RuntimeError):
+    """This machine cannot run a private cluster (no server binaries, or root without runuser): tests skip."""
 
 
 def postgres_bin_dir() -> Path:
@@ -32,7 +35,7 @@ def postgres_bin_dir() -> Path:
     for path in candidates:
         if (path / "initdb").exists() and (path / "pg_ctl").exists():
             return path
-    raise RuntimeError("PostgreSQL server binaries (initdb, pg_ctl) not found on the PATH or in /usr/lib/postgresql")
+    raise ClusterUnavailable("PostgreSQL server binaries (initdb, pg_ctl) not on the PATH nor in /usr/lib/postgresql")
 
 
 class Cluster:
@@ -47,7 +50,7 @@ class Cluster:
         self.as_user: list[str] = []
         if os.geteuid() == 0:
             if not shutil.which("runuser"):
-                raise RuntimeError("running as root without runuser: cannot start PostgreSQL as another user")
+                raise ClusterUnavailable("running as root without runuser: cannot start PostgreSQL as another user")
             shutil.chown(base, user="nobody")
             self.as_user = ["runuser", "-u", "nobody", "--"]
 
@@ -86,16 +89,20 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def private_cluster() -> Iterator[Cluster]:
-    """A started cluster, stopped and deleted at the end."""
-    base = Path(tempfile.mkdtemp(prefix="bench-cluster-"))
-    cluster = Cluster(postgres_bin_dir(), base)
+def private_cluster(*, prefix: str = "private-cluster-") -> Iterator[Cluster]:
+    """A started cluster in a new temporary directory, stopped and deleted at the end; ClusterUnavailable
+    if this machine cannot run one."""
+    bin_dir = postgres_bin_dir()
+    base = Path(tempfile.mkdtemp(prefix=prefix))
     try:
+        cluster = Cluster(bin_dir, base)
         cluster.init()
         cluster.start()
-        yield cluster
+        try:
+            yield cluster
+        finally:
+            if cluster.is_running():
+                with contextlib.suppress(subprocess.SubprocessError):
+                    cluster.stop()
     finally:
-        if cluster.is_running():
-            with contextlib.suppress(subprocess.SubprocessError):
-                cluster.stop()
         shutil.rmtree(base, ignore_errors=True)

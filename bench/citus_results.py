@@ -1,7 +1,6 @@
-"""The comparison bench/citus writes: two bench/run results, plain PostgreSQL and Citus, in one table.
+"""The comparison bench/run citus writes: two hot-path results, plain PostgreSQL and Citus, in one table.
 
-python -m bench.citus_report POSTGRESQL_JSON CITUS_JSON --command "..." writes
-bench/results/citus.md and citus.json (both results, whole). The two layouts ran
+bench/results/citus.md, and citus.json (both results, whole). The two layouts ran
 one after the other, not alternating within a round as bench/run's targets do:
 a disturbance of the shared machine during one of them shows in its rounds and
 in its `other cores`, not in the other layout's.
@@ -9,14 +8,9 @@ in its `other cores`, not in the other layout's.
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-from pathlib import Path
 from typing import Any
 
-from bench.report import Table, as_markdown, medians, results_files_write, runs_table
-from bench.server import PROJECT_DIR
+from bench.report import Table, as_markdown, medians, runs_table
 
 LAYOUTS = ("postgresql", "citus")
 LAYOUT_NAMES = {"postgresql": "PostgreSQL", "citus": "Citus"}
@@ -162,25 +156,3 @@ def citus_markdown(results: dict[str, dict[str, Any]], command: str) -> str:
     for layout in LAYOUTS:
         lines += [f"## Every run: {LAYOUT_NAMES[layout]}", "", as_markdown(runs_table(results[layout]["runs"])), ""]
     return "\n".join(lines)
-
-
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.citus_report", description=__doc__)
-    parser.add_argument("postgresql", type=Path, help="bench/run's JSON results on plain PostgreSQL")
-    parser.add_argument("citus", type=Path, help="bench/run's JSON results on the Citus coordinator")
-    parser.add_argument("--command", required=True, help="the command that ran both, for the record")
-    parser.add_argument("--results-dir", type=Path, default=PROJECT_DIR / "bench" / "results")
-    parser.add_argument("--results-name", default="citus")
-    args = parser.parse_args(argv)
-    results = {layout: json.loads(getattr(args, layout).read_text()) for layout in LAYOUTS}
-    markdown = citus_markdown(results, args.command)
-    json_path, markdown_path = results_files_write(
-        directory=args.results_dir, name=args.results_name, data=results, markdown=markdown
-    )
-    print(as_markdown(comparison_table(results)))
-    print(f"\nwrote {json_path} and {markdown_path}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -1,4 +1,4 @@
-"""bench/admin: the staff console on millions of assignments, and what the count triggers cost the hot path.
+"""bench/run admin: the staff console on millions of assignments, and what the count triggers cost the hot path.
 
 Creates a fresh database, migrates it, applies examples/demo.yaml and
 bench/admin_resources.yaml, loads --assignments assignments into checkout-button
@@ -13,27 +13,25 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import secrets
 import sys
 import time
-from datetime import UTC, datetime
 
 from bench.admin_dataset import OLDER_EXPERIMENT, dataset_load, sample_subject
 from bench.admin_pages import admin_pages, pages_measure
 from bench.admin_report import admin_results_write, load_table, pages_table
-from bench.database import DatabaseServer
-from bench.hot_path import Bench, HelpFormatter, django_prepare, shared_arguments
+from bench.preparation import prepared
 from bench.profile import py_spy_path
-from bench.report import as_text, count_triggers_table, git_commit, gunicorn_used, main_table
+from bench.report import as_text, count_triggers_table, gunicorn_used, main_table
+from bench.rounds import Bench, HelpFormatter, shared_arguments
 from bench.scenarios import EXPERIMENT_ID
-from bench.server import PROJECT_DIR
+from devtools import PROJECT_DIR
 
 CONFIGS = (PROJECT_DIR / "examples" / "demo.yaml", PROJECT_DIR / "bench" / "admin_resources.yaml")
 
 
 def arguments(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="bench/admin", description=__doc__.splitlines()[0], formatter_class=HelpFormatter
+        prog="bench/run admin", description=__doc__.splitlines()[0], formatter_class=HelpFormatter
     )
     shared_arguments(parser)
     parser.add_argument("--assignments", type=int, default=10_000_000, help="assignments loaded into checkout-button")
@@ -61,20 +59,10 @@ def main(argv: list[str]) -> int:
     args = arguments(argv)
     if args.profile:
         py_spy_path()
-    started_at = datetime.now(UTC)
-    # Before Django imports the code measured: the checkout may move on while a long run goes.
-    commit = git_commit()
-    server = DatabaseServer(args.postgres_url)
-    database_url = server.recreate(args.database)
-    os.environ.update(
-        DATABASE_URL=database_url,
-        DJANGO_SETTINGS_MODULE="config.settings",
-        DEBUG="false",
-        SECRET_KEY=os.environ.get("SECRET_KEY") or secrets.token_urlsafe(50),
-    )
-    try:
-        print(f"database {args.database}: migrating, applying {', '.join(config.name for config in CONFIGS)}")
-        token = django_prepare(*CONFIGS)
+    with prepared(
+        postgres_url=args.postgres_url, database=args.database, configs=CONFIGS, keep=args.keep_database
+    ) as ready:
+        database_url = ready.database_url
         print(f"loading {args.assignments:,} assignments into {EXPERIMENT_ID}", flush=True)
         load = dataset_load(database_url=database_url, assignments=args.assignments)
         print(as_text(load_table(load)))
@@ -92,19 +80,19 @@ def main(argv: list[str]) -> int:
         page_records = pages_measure(pages, runs=args.page_runs)
 
         hot_path_started = time.monotonic()
-        bench = Bench(args, server, database_url, token)
+        bench = Bench(args, ready.server, database_url, ready.token)
         runs = bench.rounds()
         import django
 
         results = {
             "setup": {
-                "started_at": started_at.isoformat(timespec="seconds"),
-                "command": " ".join(["bench/admin", *argv]),
+                "started_at": ready.started_at.isoformat(timespec="seconds"),
+                "command": " ".join(["bench/run", "admin", *argv]),
                 "cpus": os.cpu_count(),
-                "postgresql": server.version(),
+                "postgresql": ready.server.version(),
                 "python": platform.python_version(),
                 "django": django.get_version(),
-                "commit": commit,
+                "commit": ready.commit,
                 "assignments": args.assignments,
                 "page_runs": args.page_runs,
                 "gunicorn": gunicorn_used(runs),
@@ -132,11 +120,6 @@ def main(argv: list[str]) -> int:
             print(f"{failed} requests failed; see first_error above and {bench.log_path}", file=sys.stderr)
             return 1
         return 0
-    finally:
-        if not args.keep_database:
-            # WITH (FORCE) also ends this process's own Django connection, if one is open.
-            server.drop(args.database)
-        server.close()
 
 
 if __name__ == "__main__":

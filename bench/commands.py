@@ -1,4 +1,4 @@
-"""bench/commands: the data commands (export, import, delete) on 100,000 and 1,000,000 rows, beside psql.
+"""bench/run commands: the data commands (export, import, delete) on 100,000 and 1,000,000 rows, beside psql.
 
 For each size: a fresh database, `manage.py migrate`, `manage.py apply_resources` of
 examples/demo.yaml and three more experiments with the same variant IDs, N assignments
@@ -32,7 +32,7 @@ import psycopg
 from bench.cpu import CPUS, MachineCpu
 from bench.database import DatabaseServer
 from bench.report import Table, as_markdown, as_text, git_commit, results_files_write
-from bench.server import PROJECT_DIR
+from devtools import PROJECT_DIR
 
 SOURCE = "checkout-button"  # examples/demo.yaml's experiment, which the loaded assignments go to
 IMPORT_TARGET = "checkout-button-import"
@@ -645,7 +645,7 @@ def _sizes(file_bytes: dict[str, int]) -> str:
 
 def arguments(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="bench/commands",
+        prog="bench/run commands",
         description=__doc__.splitlines()[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
@@ -675,7 +675,7 @@ def arguments(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str]) -> int:
     args = arguments(argv)
     if shutil.which("psql") is None or not os.access(TIME, os.X_OK):
-        print(f"bench/commands needs psql (its baselines) and GNU time at {TIME} (peak RSS)", file=sys.stderr)
+        print(f"bench/run commands needs psql (its baselines) and GNU time at {TIME} (peak RSS)", file=sys.stderr)
         return 1
     started_at = datetime.now(UTC)
     started = time.monotonic()
@@ -697,7 +697,7 @@ def main(argv: list[str]) -> int:
     results = {
         "setup": {
             "started_at": started_at.isoformat(timespec="seconds"),
-            "command": " ".join(["bench/commands", *argv]),
+            "command": " ".join(["bench/run commands", *argv]),
             "cpus": os.cpu_count(),
             "postgresql": postgresql,
             "python": platform.python_version(),

@@ -1,0 +1,454 @@
+"""The hot path under load: the raw-SQL baseline, the minimal app and the service, measured alike.
+
+Shared by the hot-path, admin and metrics benchmarks: their common options and
+the rounds of runs (CPU, transactions and latency of each target at each
+concurrency, with the count triggers on or off).
+Both HTTP targets run as deployed: gunicorn with deploy/gunicorn.conf.py
+(bench/server.py), the service with the product's settings (config.settings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import secrets
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from bench.baseline import BaselineWorker
+from bench.client import HttpWorker
+from bench.connections import CONNECTION_MODES, DEPLOYMENT
+from bench.count_triggers import COUNT_TRIGGER_STATES, count_triggers_off
+from bench.cpu import CpuWindow, CpuWindows
+from bench.database import DatabaseServer
+from bench.links import LinkPool
+from bench.load import LoadResult, load_run
+from bench.profile import profile_summary, profilers_start
+from bench.scenarios import HEALTHZ, SCENARIOS, Scenario, SubjectIds
+from bench.server import MINIMAL_APP, gunicorn, worker_pids
+from devtools import PROJECT_DIR
+from devtools.gunicorn import SERVICE_APP, gunicorn_settings
+
+# In the order each round runs them.
+TARGETS = ("baseline", "minimal", "service")
+
+GUNICORN_SIZE = ("GUNICORN_WORKERS", "GUNICORN_THREADS")
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Each option's default after its help, unless it has none; the description and epilog as written."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False or action.help is None:
+            return action.help
+        if isinstance(action.default, list):
+            return f"{action.help} (default: {','.join(map(str, action.default))})"
+        return super()._get_help_string(action)
+
+    def _get_default_metavar_for_optional(self, action: argparse.Action) -> str:
+        return action.dest.upper()
+
+
+def _choices(raw: str, allowed, what: str) -> list[str]:
+    chosen = [item.strip() for item in raw.split(",") if item.strip()]
+    unknown = [item for item in chosen if item not in allowed]
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(f"{what}: choose from {', '.join(allowed)} (got {raw!r})")
+    return chosen
+
+
+def _concurrencies(raw: str) -> list[int]:
+    try:
+        values = [int(item) for item in raw.split(",") if item.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"--concurrency: comma-separated positive integers (got {raw!r})")
+    return values
+
+
+def shared_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of the bench database, the load and the results; callers set their own defaults."""
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get("BENCH_POSTGRES_URL", "postgres://root@127.0.0.1:5432/postgres"),
+        help="a maintenance database on the server to use (env BENCH_POSTGRES_URL); the bench database "
+        "is created beside it",
+    )
+    parser.add_argument("--database", help="name of the bench database")
+    parser.add_argument("--keep-database", action="store_true", help="do not drop the database at the end")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        help="gunicorn worker processes of both HTTP targets, passed as GUNICORN_WORKERS "
+        "(default: what deploy/gunicorn.conf.py gives)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="threads per gunicorn worker, passed as GUNICORN_THREADS (default: what deploy/gunicorn.conf.py gives)",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=_concurrencies,
+        help="concurrent clients (processes, one connection each), comma-separated: every scenario runs at each",
+    )
+    parser.add_argument("--duration", type=float, help="measured seconds per run")
+    parser.add_argument("--warmup", type=float, default=2.0, help="unmeasured seconds before each run")
+    parser.add_argument(
+        "--scenarios",
+        type=lambda raw: _choices(raw, SCENARIOS, "--scenarios"),
+        help=f"comma-separated, from {','.join(SCENARIOS)}",
+    )
+    parser.add_argument(
+        "--targets",
+        type=lambda raw: _choices(raw, TARGETS, "--targets"),
+        help="comma-separated, from baseline (raw SQL over psycopg, no HTTP), minimal (bench/minimal_app.py: "
+        "plain WSGI under the same gunicorn) and service (config.wsgi under gunicorn, as deployed)",
+    )
+    parser.add_argument(
+        "--connections",
+        type=lambda raw: _choices(raw, CONNECTION_MODES, "--connections"),
+        help=f"the service's database connection handling, comma-separated, from {','.join(CONNECTION_MODES)}: "
+        f"{DEPLOYMENT} is config.settings as is; the others are variations of it (bench/connections.py)",
+    )
+    parser.add_argument(
+        "--count-triggers",
+        type=lambda raw: _choices(raw, COUNT_TRIGGER_STATES, "--count-triggers"),
+        help="run every target with the assignment count triggers on, off (ALTER TABLE ... DISABLE TRIGGER USER "
+        "for the run) or both, side by side: on,off",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        help="rounds per scenario and concurrency, the targets alternating within each; tables show each "
+        "target's median",
+    )
+    parser.add_argument(
+        "--results-dir", type=Path, default=PROJECT_DIR / "bench" / "results", help="where the results are written"
+    )
+    parser.add_argument("--results-name", help="file name (without extension) of the results")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="sample the service's gunicorn workers with py-spy during each run; folded stacks and a summary go "
+        "to var/bench-profiles/ (profiling takes CPU from the run: do not compare its numbers)",
+    )
+
+
+def _run_record(
+    *,
+    round_number: int,
+    scenario: Scenario,
+    concurrency: int,
+    target: str,
+    connections: str | None,
+    count_triggers: str,
+    gunicorn_used: dict[str, Any] | None,
+    result: LoadResult,
+    transactions: int,
+    app_cpu: float | None,
+    db_cpu: float | None,
+    machine_busy_cores: float | None,
+) -> dict[str, Any]:
+    def per_request_ms(seconds: float | None) -> float | None:
+        return None if seconds is None or not result.requests else seconds * 1000 / result.requests
+
+    def ms(value: float | None) -> float | None:
+        return None if value is None else value * 1000
+
+    label = _label(target, connections)
+    return {
+        "round": round_number,
+        "scenario": scenario.key,
+        "title": scenario.title,
+        "subjects_per_request": scenario.subjects,
+        "per_subject": scenario.per_subject,
+        "concurrency": concurrency,
+        "target": target,
+        "connections": connections,
+        "count_triggers": count_triggers,
+        "label": label if count_triggers == "on" else f"{label}, count triggers off",
+        "gunicorn": gunicorn_used,
+        "duration": result.duration,
+        "requests": result.requests,
+        "requests_per_second": result.requests / result.duration,
+        "subjects_per_second": result.subjects / result.duration,
+        "p50_ms": ms(result.percentile(0.50)),
+        "p95_ms": ms(result.percentile(0.95)),
+        "p99_ms": ms(result.percentile(0.99)),
+        "max_ms": ms(result.latencies[-1] if result.latencies else None),
+        "errors": result.errors,
+        "first_error": result.first_error,
+        "transactions_per_request": transactions / result.sent if result.sent else None,
+        "cpu_ms_per_request": {
+            "app": per_request_ms(app_cpu),
+            "db": per_request_ms(db_cpu),
+            "client": per_request_ms(result.client_cpu_seconds),
+        },
+        "machine_busy_cores": machine_busy_cores,
+        # CPU the machine spent on anything but this run's processes: other people's work, or
+        # kernel time not charged to them. Large values mean the run was disturbed.
+        "other_cores": None
+        if machine_busy_cores is None or db_cpu is None or (app_cpu is None and target != "baseline")
+        else machine_busy_cores - ((app_cpu or 0.0) + db_cpu + result.client_cpu_seconds) / result.duration,
+    }
+
+
+def _print_run(run: dict[str, Any]) -> None:
+    line = (
+        f"  {run['scenario']} c{run['concurrency']} r{run['round']} {run['label']:<24} "
+        f"{run['requests_per_second']:>9,.1f} req/s {run['subjects_per_second']:>10,.0f} subjects/s  "
+        f"p50 {run['p50_ms'] or 0:.2f} ms  p99 {run['p99_ms'] or 0:.2f} ms  errors {run['errors']}"
+    )
+    print(line, flush=True)
+    if run["first_error"]:
+        print(f"    first error: {run['first_error']}", flush=True)
+
+
+class Bench:
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        server: DatabaseServer,
+        database_url: str,
+        token: str,
+        *,
+        workers: Sequence[DatabaseServer] = (),
+    ) -> None:
+        """`workers`: a Citus cluster's worker nodes beside the coordinator `server`, whose backends do
+        the shards' work and count in the database's CPU."""
+        self.args = args
+        self.server = server
+        self.database_url = database_url
+        self.token = token
+        # New subject IDs start with it: they are new even in a database an earlier run left behind.
+        self.run_id = secrets.token_hex(4)
+        self.nodes = [(node, node.postmaster_pid()) for node in (server, *workers)]
+        self.log_path = PROJECT_DIR / "var" / "bench-gunicorn.log"
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        # This invocation's servers only (with GUNICORN_ACCESS_LOG=true, a line per request).
+        self.log_path.write_text("")
+        self.profile_dir = PROJECT_DIR / "var" / "bench-profiles"
+        # The linked new cookies of the scenarios with linked_every (bench/links.py); bench/run sets it.
+        self.links: LinkPool | None = None
+
+    def _subject_ids(self, scenario: Scenario, prefix: str, index: int) -> SubjectIds:
+        return SubjectIds(
+            scenario=scenario, prefix=f"{prefix}-{index}", seeded=self.args.seeded, seed=index, pool=self.links
+        )
+
+    @contextlib.contextmanager
+    def _linked_cookies(self, scenario: Scenario) -> Iterator[None]:
+        """Around one run: the links of the pool cookies it may take stored before it starts."""
+        if not scenario.linked_every:
+            yield
+            return
+        if self.links is None:
+            raise RuntimeError(f"scenario {scenario.key} needs the identifier links bench/run seeds")
+        self.links.top_up(seconds=self.args.warmup + self.args.duration)
+        try:
+            yield
+        finally:
+            self.links.run_ended()
+
+    def _prefix(self, scenario: Scenario, label: str, concurrency: int, round_number: int) -> str:
+        """Of the new subject IDs of one run: every run asks for its own, so they are new."""
+        return f"{self.run_id}-{scenario.key}-{label.replace('/', '-')}-c{concurrency}-r{round_number}"
+
+    def _measure(
+        self, *, make_worker, concurrency: int, app_pids, app_parent: int | None, profile_name: str | None = None
+    ) -> tuple[LoadResult, CpuWindow, CpuWindows]:
+        app = CpuWindow(app_pids, parent=app_parent)
+        # Each node's postmaster reaps the backends of connections that end within the window (CpuWindow).
+        db = CpuWindows(
+            [
+                CpuWindow(lambda node=node: node.backend_pids(self.args.database), parent=postmaster)
+                for node, postmaster in self.nodes
+            ]
+        )
+        profilers = []
+
+        def start() -> None:
+            app.start()
+            db.start()
+            if profile_name is not None:
+                profilers.extend(
+                    profilers_start(
+                        pids=app_pids(), seconds=self.args.duration, directory=self.profile_dir, name=profile_name
+                    )
+                )
+
+        def end() -> None:
+            app.end()
+            db.end()
+
+        result = load_run(
+            make_worker=make_worker,
+            concurrency=concurrency,
+            warmup=self.args.warmup,
+            duration=self.args.duration,
+            on_start=start,
+            on_end=end,
+        )
+        for profiler in profilers:
+            profiler.wait(timeout=60)
+        if profile_name is not None:
+            summary = profile_summary(sorted(self.profile_dir.glob(f"{profile_name}-*.folded")))
+            (self.profile_dir / f"{profile_name}.txt").write_text(summary + "\n")
+            print(f"    profile: {self.profile_dir / profile_name}.txt", flush=True)
+        return result, app, db
+
+    def baseline(self, scenario: Scenario, concurrency: int, round_number: int, count_triggers: str) -> dict[str, Any]:
+        before = self.server.transactions(self.args.database)
+        prefix = self._prefix(scenario, f"baseline{_state_suffix(count_triggers)}", concurrency, round_number)
+
+        def make_worker(index: int) -> BaselineWorker:
+            return BaselineWorker(
+                database_url=self.database_url,
+                scenario=scenario,
+                subject_ids=self._subject_ids(scenario, prefix, index),
+            )
+
+        result, _, db = self._measure(make_worker=make_worker, concurrency=concurrency, app_pids=list, app_parent=None)
+        self.server.wait_without_clients(self.args.database)
+        return _run_record(
+            round_number=round_number,
+            scenario=scenario,
+            concurrency=concurrency,
+            target="baseline",
+            connections=None,
+            count_triggers=count_triggers,
+            gunicorn_used=None,
+            result=result,
+            transactions=self.server.transactions(self.args.database) - before,
+            app_cpu=None,
+            db_cpu=db.processes,
+            machine_busy_cores=db.machine_busy_cores,
+        )
+
+    def _env(self, target: str, connections: str | None) -> dict[str, str]:
+        """The deployment's environment (README, docs/deployment.md) for one HTTP target."""
+        # Only --workers and --threads set these two: otherwise the config file's defaults apply. Other
+        # GUNICORN_* variables pass through, and the results name what gunicorn resolved.
+        env = {name: value for name, value in os.environ.items() if name not in GUNICORN_SIZE}
+        env.update(
+            DATABASE_URL=self.database_url,
+            DEBUG="false",
+            SECRET_KEY=os.environ["SECRET_KEY"],
+            ALLOWED_HOSTS="127.0.0.1,localhost",
+            DJANGO_SETTINGS_MODULE="config.settings",
+        )
+        if self.args.workers is not None:
+            env["GUNICORN_WORKERS"] = str(self.args.workers)
+        if self.args.threads is not None:
+            env["GUNICORN_THREADS"] = str(self.args.threads)
+        if target == "minimal":
+            env["BENCH_TOKEN"] = self.token
+        elif connections != DEPLOYMENT:
+            env.update(DJANGO_SETTINGS_MODULE="bench.settings", BENCH_DB_CONNECTIONS=connections)
+        return env
+
+    def http(
+        self,
+        target: str,
+        scenario: Scenario,
+        concurrency: int,
+        round_number: int,
+        count_triggers: str,
+        connections: str | None = None,
+    ) -> dict[str, Any]:
+        """One run of the minimal app or the service under gunicorn, started for it and stopped after it."""
+        application = MINIMAL_APP if target == "minimal" else SERVICE_APP
+        env = self._env(target, connections)
+        settings = gunicorn_settings(app=application, env=env)
+        # The pool of a connection variation holds as many connections as a worker has threads.
+        env["BENCH_THREADS"] = str(settings.threads)
+        prefix = self._prefix(
+            scenario, _label(target, connections) + _state_suffix(count_triggers), concurrency, round_number
+        )
+        before = self.server.transactions(self.args.database)
+        with gunicorn(app=application, env=env, settings=settings, log_path=self.log_path) as http_server:
+
+            def make_worker(index: int) -> HttpWorker:
+                ids = self._subject_ids(scenario, prefix, index)
+                return HttpWorker(
+                    host=http_server.host, port=http_server.port, token=self.token, scenario=scenario, subject_ids=ids
+                )
+
+            result, app, db = self._measure(
+                make_worker=make_worker,
+                concurrency=concurrency,
+                app_pids=lambda: worker_pids(http_server),
+                app_parent=http_server.process.pid,
+                profile_name=prefix if self.args.profile and target == "service" else None,
+            )
+        # Backends flush their statistics when they exit: count once gunicorn's connections are gone.
+        self.server.wait_without_clients(self.args.database)
+        return _run_record(
+            round_number=round_number,
+            scenario=scenario,
+            concurrency=concurrency,
+            target=target,
+            connections=connections,
+            count_triggers=count_triggers,
+            gunicorn_used=asdict(settings),
+            result=result,
+            transactions=self.server.transactions(self.args.database) - before,
+            app_cpu=app.processes,
+            db_cpu=db.processes,
+            machine_busy_cores=app.machine_busy_cores,
+        )
+
+    def _round(self, scenario: Scenario, concurrency: int, round_number: int, state: str) -> Iterator[dict[str, Any]]:
+        for target in (target for target in TARGETS if target in self.args.targets):
+            if target == "baseline":
+                if scenario.kind != HEALTHZ:
+                    with self._linked_cookies(scenario):
+                        run = self.baseline(scenario, concurrency, round_number, state)
+                    yield run
+            elif target == "minimal":
+                with self._linked_cookies(scenario):
+                    run = self.http("minimal", scenario, concurrency, round_number, state)
+                yield run
+            else:
+                for mode in self.args.connections:
+                    with self._linked_cookies(scenario):
+                        run = self.http("service", scenario, concurrency, round_number, state, connections=mode)
+                    yield run
+
+    def rounds(self) -> list[dict[str, Any]]:
+        """Every scenario's rounds at each concurrency: per round and trigger state, each target in turn."""
+        from django.db import connections
+
+        # Load workers are forked from this process: none may inherit an open connection.
+        connections.close_all()
+        runs = []
+        for scenario in (SCENARIOS[key] for key in self.args.scenarios):
+            for concurrency in self.args.concurrency:
+                print(f"scenario {scenario.key} ({scenario.title} per request), {concurrency} clients", flush=True)
+                # Rounds alternate the targets, so a disturbance of the shared machine hits them alike.
+                for round_number in range(1, self.args.repeat + 1):
+                    for state in self.args.count_triggers:
+                        with self._count_triggers(state):
+                            for run in self._round(scenario, concurrency, round_number, state):
+                                _print_run(run)
+                                runs.append(run)
+        return runs
+
+    def _count_triggers(self, state: str) -> contextlib.AbstractContextManager[None]:
+        if state == "on":
+            return contextlib.nullcontext()
+        return count_triggers_off(server=self.server, database=self.args.database, database_url=self.database_url)
+
+
+def _label(target: str, connections: str | None) -> str:
+    """The target, and the service's connection handling when it is a variation of the deployment's."""
+    return target if connections in (None, DEPLOYMENT) else f"{target}/{connections}"
+
+
+def _state_suffix(count_triggers: str) -> str:
+    return "" if count_triggers == "on" else "-untriggered"
