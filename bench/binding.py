@@ -48,7 +48,7 @@ def measure(url: str, *, size: int, executions: int) -> list[tuple[str, float, f
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.binding", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="bench/run binding", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--postgres-url", default=os.environ.get("BENCH_POSTGRES_URL", "postgres://root@127.0.0.1:5432/postgres")
     )

@@ -1,7 +1,7 @@
 """bench/run metrics: what the Prometheus metrics cost the hot path, the service with METRICS_ENABLED on and off side
 by side in one invocation.
 
-Prepares a database as bench/run does (examples/demo.yaml, bench/hot_path_resources.yaml,
+Prepares a database as bench/run hot-path does (examples/demo.yaml, bench/hot_path_resources.yaml,
 a proxy token, --seeded assignments), then, per scenario and concurrency, runs
 rounds of the service under `gunicorn -c deploy/gunicorn.conf.py` twice: with
 metrics on (the default: every request counted and timed, its workers counting into
@@ -80,7 +80,7 @@ def arguments(argv: list[str]) -> argparse.Namespace:
 
 
 class MetricsBench(Bench):
-    """bench/run's rounds, with the service run once with metrics on and once off per round."""
+    """The hot path's rounds (bench/rounds.py), with the service run once with metrics on and once off per round."""
 
     metrics = "on"
 

@@ -1,7 +1,7 @@
 """The floor of any Python HTTP service: the service's answers from plain WSGI, no framework.
 
-bench/run serves it with the service's own gunicorn command and config file
-(`gunicorn -c deploy/gunicorn.conf.py bench.minimal_app:application`), so the
+bench/run hot-path serves it with the service's own gunicorn command and config
+file (`gunicorn -c deploy/gunicorn.conf.py bench.minimal_app:application`), so the
 gap between the two is what Django, DRF and the service's own checks cost.
 It sends the service's statements (assignments/storage.py's fetch with its head
 row, link walk and insert, through bench/baseline.py's pairs_store; an

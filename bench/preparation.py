@@ -5,7 +5,7 @@ point this process's Django at it; migrate (and distribute the tables on
 Citus), apply the configuration files and create the proxy token `bench`
 in-process; store the seeded assignments. At the end drop the database unless
 it is to be kept. The reliability experiments prepare theirs as an operator
-would, with manage.py in processes of their own (bench/deployment.py), and the
+would, with manage.py in processes of their own (bench/reliability/deployment.py), and the
 commands benchmark loads its rows in bulk per size (bench/commands.py).
 """
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import os
 import secrets
 from collections.abc import Iterator, Sequence
@@ -18,22 +19,24 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
 from bench.baseline import BaselineWorker
 from bench.client import HttpWorker
 from bench.connections import CONNECTION_MODES, DEPLOYMENT
-from bench.count_triggers import COUNT_TRIGGER_STATES, count_triggers_off
 from bench.cpu import CpuWindow, CpuWindows
 from bench.database import DatabaseServer
 from bench.links import LinkPool
 from bench.load import LoadResult, load_run
 from bench.profile import profile_summary, profilers_start
-from bench.scenarios import HEALTHZ, SCENARIOS, Scenario, SubjectIds
+from bench.scenarios import EXPERIMENT_ID, HEALTHZ, SCENARIOS, Scenario, SubjectIds
 from bench.server import MINIMAL_APP, gunicorn, worker_pids
 from devtools import PROJECT_DIR
 from devtools.gunicorn import SERVICE_APP, gunicorn_settings
 
 # In the order each round runs them.
 TARGETS = ("baseline", "minimal", "service")
+COUNT_TRIGGER_STATES = ("on", "off")
 
 GUNICORN_SIZE = ("GUNICORN_WORKERS", "GUNICORN_THREADS")
 
@@ -233,7 +236,7 @@ class Bench:
         # This invocation's servers only (with GUNICORN_ACCESS_LOG=true, a line per request).
         self.log_path.write_text("")
         self.profile_dir = PROJECT_DIR / "var" / "bench-profiles"
-        # The linked new cookies of the scenarios with linked_every (bench/links.py); bench/run sets it.
+        # The linked new cookies of the scenarios with linked_every (bench/links.py); bench/run hot-path sets it.
         self.links: LinkPool | None = None
 
     def _subject_ids(self, scenario: Scenario, prefix: str, index: int) -> SubjectIds:
@@ -248,7 +251,7 @@ class Bench:
             yield
             return
         if self.links is None:
-            raise RuntimeError(f"scenario {scenario.key} needs the identifier links bench/run seeds")
+            raise RuntimeError(f"scenario {scenario.key} needs the identifier links bench/run hot-path seeds")
         self.links.top_up(seconds=self.args.warmup + self.args.duration)
         try:
             yield
@@ -452,3 +455,47 @@ def _label(target: str, connections: str | None) -> str:
 
 def _state_suffix(count_triggers: str) -> str:
     return "" if count_triggers == "on" else "-untriggered"
+
+
+# Runs without the triggers that keep assignments_assignmentcount (--count-triggers off), to see what they cost
+# the hot path.
+#
+# The triggers (assignments/migrations/0004_assignment_count_triggers.py) add a
+# grouped upsert to every INSERT of assignments, in the same transaction. For an
+# "off" run they are disabled on the bench database; afterwards they are enabled
+# again and the assignments stored meanwhile are counted in one statement, so a
+# database kept with --keep-database still shows exact counts in the admin.
+
+# USER: the count triggers only; the foreign keys' internal triggers stay on.
+TRIGGERS_DISABLE = "ALTER TABLE assignments_assignment DISABLE TRIGGER USER"
+TRIGGERS_ENABLE = "ALTER TABLE assignments_assignment ENABLE TRIGGER USER"
+
+# The triggers' own upsert, as the migration's first fill uses it (shard 0), over what was stored since
+# they were disabled: every run targets one experiment, so its (experiment_id, created_at) index finds those
+# rows. Taken from the migration so that it always writes the columns the triggers write.
+_count_triggers_migration = importlib.import_module("assignments.migrations.0004_assignment_count_triggers")
+COUNTS_CATCH_UP = _count_triggers_migration.POSTGRES_UPSERT.format(
+    shard="0",
+    sign="",
+    rows="""(SELECT * FROM assignments_assignment
+            WHERE experiment_id = (SELECT id FROM assignments_experiment WHERE lower(key) = lower(%s))
+            AND created_at >= %s) AS stored""",
+)
+
+
+@contextlib.contextmanager
+def count_triggers_off(*, server: DatabaseServer, database: str, database_url: str) -> Iterator[None]:
+    with psycopg.connect(database_url, autocommit=True) as connection:
+        connection.execute(TRIGGERS_DISABLE)
+        (disabled_at,) = connection.execute("SELECT clock_timestamp()").fetchone()
+    # Its transactions must be counted before the first run reads the database's counter.
+    server.wait_without_clients(database)
+    try:
+        yield
+    finally:
+        # One transaction: ALTER TABLE keeps writers out until it commits, so every assignment is
+        # counted once, by the catch-up or by the triggers.
+        with psycopg.connect(database_url) as connection:
+            connection.execute(TRIGGERS_ENABLE)
+            connection.execute(COUNTS_CATCH_UP, [EXPERIMENT_ID, disabled_at])
+        server.wait_without_clients(database)

@@ -1,4 +1,4 @@
-"""The assignments stored before bench/run measures: a table of deployment size, loaded fast.
+"""The assignments stored before a hot-path run measures (hot-path, admin, metrics): deployment size, loaded fast.
 
 Subjects seeded_subject_id(0..N-1) of checkout-button, each with the variant
 assignments/hashing.py gives, as the service would have stored them (source

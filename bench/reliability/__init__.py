@@ -3,12 +3,12 @@
 Three experiments, each on a fresh database, each printing its figures as it ends:
 
   race    several independent gunicorn servers assigning the same new subjects at
-          once: one row per subject, every answer the stored variant (bench/race.py)
+          once: one row per subject, every answer the stored variant (bench/reliability/race.py)
   outage  a private PostgreSQL cluster stopped under load and started again: only
           fast 503 database_unavailable meanwhile, recovery without a restart,
-          assignments unchanged, a log that does not flood (bench/outage.py)
+          assignments unchanged, a log that does not flood (bench/reliability/outage.py)
   soak    constant load for minutes: memory, database connections and rate stay
-          flat, nothing fails (bench/soak.py)
+          flat, nothing fails (bench/reliability/soak.py)
 
 Writes bench/results/<name>.md and .json. Exits 1 if a check failed. Every
 gunicorn is `gunicorn -c deploy/gunicorn.conf.py config.wsgi:application` with
@@ -31,14 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.database import DatabaseServer
-from bench.findings import Findings, results_write
-from bench.machine import machine
-from bench.outage import OutageOptions, outage_findings, run_outage
-from bench.race import RaceOptions, race_findings, run_race
-from bench.report import git_commit
+from bench.reliability.findings import Findings, results_write
+from bench.reliability.outage import OutageOptions, outage_findings, run_outage
+from bench.reliability.race import RaceOptions, race_findings, run_race
+from bench.reliability.soak import SoakOptions, run_soak, soak_findings
+from bench.reliability.traffic import MAX_SUBJECTS
+from bench.report import git_commit, machine
 from bench.rounds import HelpFormatter
-from bench.soak import SoakOptions, run_soak, soak_findings
-from bench.traffic import MAX_SUBJECTS
 from devtools import PROJECT_DIR
 
 # In the order they run.
@@ -224,7 +223,3 @@ def arguments_used(args: argparse.Namespace, name: str) -> str:
     """The experiment's own options, as given or defaulted."""
     prefix = f"{name}_"
     return " ".join(f"--{key.replace('_', '-')} {value}" for key, value in vars(args).items() if key.startswith(prefix))
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

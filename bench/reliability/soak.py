@@ -29,11 +29,11 @@ import psycopg
 
 from bench.cpu import children_of
 from bench.database import DatabaseServer
-from bench.deployment import gunicorns, service_env, service_prepare
-from bench.findings import Findings, counts_text, latency_text
+from bench.reliability.deployment import gunicorns, service_env, service_prepare
+from bench.reliability.findings import Findings, counts_text, latency_text
+from bench.reliability.traffic import Answers, MixedPlan, Traffic, assignments_ask
 from bench.report import Table
 from bench.seed import table_state
-from bench.traffic import Answers, MixedPlan, Traffic, assignments_ask
 
 DATABASE = "bench_reliability_soak"
 EXISTING_SUBJECTS = 1000

@@ -1,7 +1,7 @@
 """What a reliability experiment found, printed and written: its figures, its tables and the checks that failed.
 
-Each experiment (bench/race.py, bench/outage.py, bench/soak.py) returns its
-figures as JSON-ready data and draws a Findings from them; bench/reliability.py
+Each experiment (race.py, outage.py, soak.py) returns its figures as
+JSON-ready data and draws a Findings from them; the benchmark (__init__.py)
 prints those as the experiments end and writes them all to
 bench/results/<name>.md beside the data in <name>.json.
 """

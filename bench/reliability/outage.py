@@ -1,6 +1,6 @@
 """The database outage under load: PostgreSQL stops while requests keep coming, then comes back.
 
-The cluster is private (devtools/cluster.py), so stopping it disturbs no one else;
+The cluster is private (devtools.cluster), so stopping it disturbs no one else;
 gunicorn keeps running throughout, as it would while a database restarts or
 fails over. Each request is judged by when it was sent:
 
@@ -26,9 +26,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.deployment import gunicorns, service_env, service_prepare
-from bench.findings import Findings, counts_text, latency_text, number
-from bench.traffic import Answers, MixedPlan, Record, Traffic, assignments_ask, latency_ms, outcomes
+from bench.reliability.deployment import gunicorns, service_env, service_prepare
+from bench.reliability.findings import Findings, counts_text, latency_text, number
+from bench.reliability.traffic import Answers, MixedPlan, Record, Traffic, assignments_ask, latency_ms, outcomes
 from devtools.cluster import private_cluster
 
 RECOVERY_LIMIT_SECONDS = 30.0

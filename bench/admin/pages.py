@@ -154,7 +154,7 @@ def pages_measure(pages: list[Page], *, runs: int) -> list[dict[str, Any]]:
     from django.test import Client
 
     user = get_user_model().objects.create_superuser("bench-admin", email="bench@example.com", password=None)
-    # The host bench/run's gunicorn answers on: config.settings allows it by default.
+    # The host the benchmarks' gunicorn answers on: config.settings allows it by default.
     client = Client(HTTP_HOST="127.0.0.1")
     client.force_login(user)
     records = []

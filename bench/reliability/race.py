@@ -26,10 +26,10 @@ from typing import Any
 import psycopg
 
 from bench.database import DatabaseServer
-from bench.deployment import gunicorns, service_env, service_prepare
-from bench.findings import Findings, counts_text, latency_text
+from bench.reliability.deployment import gunicorns, service_env, service_prepare
+from bench.reliability.findings import Findings, counts_text, latency_text
+from bench.reliability.traffic import Traffic
 from bench.seed import counts_exact
-from bench.traffic import Traffic
 
 DATABASE = "bench_reliability_race"
 EXAMPLES = 10

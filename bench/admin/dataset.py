@@ -24,7 +24,7 @@ from bench.baseline import experiment_read
 from bench.scenarios import EXPERIMENT_ID, seeded_subject_id
 from bench.seed import counts_exact
 
-# seeded_subject_id's format, so that bench/run's scenarios of existing subjects also work on this data.
+# seeded_subject_id's format, so that bench/run hot-path's scenarios of existing subjects also work on this data.
 USER_PREFIX = "seed-"
 COOKIE_PREFIX = "ck-"
 DIGITS = 8
