@@ -1,4 +1,4 @@
-"""The layout of the service's tables on a Citus cluster, and turning a migrated database into it (docs/scaling.md).
+"""The layout of the service's tables on a Citus cluster, and turning a migrated database into it (docs/how-to/scale-out-citus.md).
 
 Assignments and identifier links grow with every subject: they are distributed
 by the subject ID, and co-located, so one subject's rows of every experiment,
@@ -171,7 +171,7 @@ def tables_distribute() -> list[str]:
     if version is None:
         raise NotCitus(
             f"the database {connection.settings_dict['NAME']!r} has no citus extension: distribute_tables runs "
-            "on a Citus coordinator (docs/scaling.md)"
+            "on a Citus coordinator (docs/how-to/scale-out-citus.md)"
         )
     with connection.cursor() as cursor:
         cursor.execute("SELECT citus_is_coordinator()")
@@ -215,7 +215,7 @@ def tables_distribute() -> list[str]:
             cursor.execute(f'ALTER TABLE {table} ADD CONSTRAINT "{name}" {definition}')
         # A multi-shard INSERT runs its shards one after another, in shard order, so that two
         # batches sharing new subjects on several shards take their locks in one order instead
-        # of deadlocking across nodes (docs/scaling.md). Set for the database: every connection.
+        # of deadlocking across nodes (docs/how-to/scale-out-citus.md). Set for the database: every connection.
         cursor.execute(
             sql.SQL("ALTER DATABASE {} SET citus.multi_shard_modify_mode TO 'sequential'")
             .format(sql.Identifier(connection.settings_dict["NAME"]))

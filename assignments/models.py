@@ -212,7 +212,7 @@ class AssignmentCount(models.Model):
     update different rows instead of queueing on one row's lock until commit.
     A delete adds negative counts, so readers always sum over shards. On Citus
     each shard of the assignments keeps its counts in the co-located shard of
-    this table, `shard` naming the writer there too (docs/scaling.md).
+    this table, `shard` naming the writer there too (docs/how-to/scale-out-citus.md).
     """
 
     COUNT_SHARDS = 32

@@ -7,7 +7,7 @@ batch travels as one JSON text parameter, expanded by the database
 index on (experiment_id, subject_id), which a join keeps in use even when the
 table's statistics are stale. One JSON string rather than arrays: converting a
 1000-item array parameter cost more than the statements themselves
-(docs/benchmarks.md). Where it is safe, the statements are prepared
+(docs/explanation/performance.md). Where it is safe, the statements are prepared
 (core.database.statement_cursor).
 """
 

@@ -1,2 +1,2 @@
 """Benchmarks of POST /experiment-assignments and POST /assignments against the raw-SQL floor, of the data
-commands and of the staff console (docs/benchmarks.md)."""
+commands and of the staff console (bench/README.md)."""

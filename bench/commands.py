@@ -6,7 +6,7 @@ in checkout-button and N identifier links loaded with set-based SQL. Then each c
 runs as its own process, as an operator would run it, followed by a psql process doing
 the same work in SQL (the floor). Each process runs under GNU time, which reports that one
 process's peak RSS and CPU time; the wall time is taken around it. The question the run
-answers: does a command's peak memory grow with the number of rows? See docs/benchmarks.md.
+answers: does a command's peak memory grow with the number of rows? See bench/README.md.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ scenario and concurrency, runs rounds of three targets on the same PostgreSQL:
 raw SQL (psycopg, no HTTP), the minimal app (bench/minimal_app.py) and the
 service, both served by `gunicorn -c deploy/gunicorn.conf.py` as deployed.
 Prints the tables and writes them to bench/results/<name>.md and .json. Exits 1
-if any request failed. See docs/benchmarks.md.
+if any request failed. See bench/README.md.
 """
 
 from __future__ import annotations

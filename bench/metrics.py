@@ -10,7 +10,7 @@ PROMETHEUS_MULTIPROC_DIR) and with METRICS_ENABLED=false (nothing counted, /metr
 rounds, so a disturbance of the shared machine hits both alike. Each run asks for
 subjects of its own. The per-round ratio of the two is the figure to read. Both
 write the service's log line per request. Results: bench/results/metrics.md and
-.json; docs/benchmarks.md.
+.json; bench/README.md.
 """
 
 from __future__ import annotations

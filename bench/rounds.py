@@ -334,7 +334,7 @@ class Bench:
         )
 
     def _env(self, target: str, connections: str | None) -> dict[str, str]:
-        """The deployment's environment (README, docs/deployment.md) for one HTTP target."""
+        """The deployment's environment (README, docs/how-to/deploy.md) for one HTTP target."""
         # Only --workers and --threads set these two: otherwise the config file's defaults apply. Other
         # GUNICORN_* variables pass through, and the results name what gunicorn resolved.
         env = {name: value for name, value in os.environ.items() if name not in GUNICORN_SIZE}

@@ -1,4 +1,4 @@
-"""Settings, read once from the environment (README.md "Settings")."""
+"""Settings, read once from the environment (docs/reference/configuration.md)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ DATABASE_URL = env_str("DATABASE_URL", "") or DEFAULT_DATABASE_URL
 DATABASES = {"default": database_from_url("DATABASE_URL", DATABASE_URL)}
 # The assignment hot path's statements prepared once per connection (core/database.py).
 # Off behind a pooler that cannot keep prepared statements: PgBouncer in transaction mode
-# before 1.21, or with max_prepared_statements = 0 (docs/deployment.md).
+# before 1.21, or with max_prepared_statements = 0 (docs/how-to/deploy.md).
 DATABASE_PREPARED_STATEMENTS = env_bool("DATABASE_PREPARED_STATEMENTS", True)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Persistent connections. A kept one that broke (a database restart) is replaced
@@ -38,7 +38,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     if not env_bool("DATABASE_JIT", False):
         # Every statement of the service is short and planned in a millisecond, but the planner's
         # estimate for the recursive link walk crosses jit_above_cost once identifiers have a few
-        # links each, and compiling it took 0.6 s of database CPU per request (docs/security.md).
+        # links each, and compiling it took 0.6 s of database CPU per request (docs/explanation/security.md).
         # A startup option: no round trip. Behind a pooler that refuses it, the role carries it.
         options = DATABASES["default"]["OPTIONS"].get("options", "")
         DATABASES["default"]["OPTIONS"]["options"] = f"{options} -c jit=off".strip()
@@ -72,12 +72,12 @@ ASSIGNMENT_MAX_SUBJECTS = env_int("ASSIGNMENT_MAX_SUBJECTS", 1000, minimum=1, ma
 # How long a process trusts a token it verified; a revocation made elsewhere takes effect within this time.
 API_TOKEN_CACHE_SECONDS = env_int("API_TOKEN_CACHE_SECONDS", 5, minimum=0, maximum=3600)
 
-# GET /metrics and the counting behind it (docs/observability.md); off, nothing is counted and /metrics is 404.
+# GET /metrics and the counting behind it (docs/reference/metrics-and-logs.md); off, nothing is counted and /metrics is 404.
 METRICS_ENABLED = env_bool("METRICS_ENABLED", True)
 # json: one JSON object per line, for the server's log collector; text: for a person (scripts/run-demo on a terminal).
 LOG_FORMAT = env_choice("LOG_FORMAT", "json", ("json", "text"))
 
-# Transport security (docs/deployment.md). Django sends HSTS only on HTTPS responses,
+# Transport security (docs/how-to/deploy.md). Django sends HSTS only on HTTPS responses,
 # and the redirect spares /healthz so plain-HTTP health checks and the loopback proxy keep working.
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
 SECURE_REDIRECT_EXEMPT = [r"^healthz/?$"]
@@ -109,7 +109,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # Before everything: the request's ID, its log line and its metrics (docs/observability.md), which
+    # Before everything: the request's ID, its log line and its metrics (docs/reference/metrics-and-logs.md), which
     # do no I/O of their own beside the log line, so they can neither slow nor fail /healthz.
     "core.middleware.requestid.RequestIdMiddleware",
     "core.middleware.requestlog.RequestLogMiddleware",
@@ -138,7 +138,7 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
 ]
 
-# Staff accounts (docs/admin.md#staff-accounts). Django's four password rules, 12 characters at least:
+# Staff accounts (docs/how-to/staff-console.md#staff-accounts). Django's four password rules, 12 characters at least:
 # these accounts can change every experiment and mint API tokens.
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -171,7 +171,7 @@ WSGI_APPLICATION = "config.wsgi.application"
 # Paths answer with or without a trailing slash by their own patterns, never by redirect.
 APPEND_SLASH = False
 
-# Bodies over 1 MiB are refused with 413 (docs/api.md).
+# Bodies over 1 MiB are refused with 413 (docs/reference/api.md).
 DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
 
 TEMPLATES = [

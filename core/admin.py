@@ -15,7 +15,7 @@ from django.utils.safestring import SafeString
 
 def subject_id_html(subject_id: str) -> SafeString:
     """A subject ID on a page, in a <bdi>: a bidirectional override or a line separator in it (accepted,
-    docs/api.md) then cannot reorder the text around it."""
+    docs/reference/api.md) then cannot reorder the text around it."""
     return format_html("<bdi>{}</bdi>", subject_id)
 
 

@@ -1,4 +1,4 @@
-"""The one policy for state a process keeps between requests (docs/operations.md, "Per-process caches").
+"""The one policy for state a process keeps between requests (docs/how-to/operate.md, "Per-process caches").
 
 Every cache is bounded, and its entries are either versioned or live for a time
 to live:

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connections
 from django.db.backends.postgresql.base import ServerBindingCursor as DjangoServerBindingCursor
 
-# Named as before the module moved: log routing and docs/observability.md know it by this name.
+# Named as before the module moved: log routing and docs/reference/metrics-and-logs.md know it by this name.
 logger = logging.getLogger("config.database")
 
 P = ParamSpec("P")
@@ -84,7 +84,7 @@ class _PreparingCursor(DjangoServerBindingCursor):
     """Parameters bound by the server, and every statement prepared on the first run.
 
     Preparing saves PostgreSQL parsing and planning the hot path's statements
-    on every request, about half of their server time (docs/benchmarks.md).
+    on every request, about half of their server time (docs/explanation/performance.md).
     """
 
     def execute(self, query, params=None, *, prepare=True, binary=None):

@@ -1,4 +1,4 @@
-"""GET and HEAD /healthz (docs/api.md, docs/health-and-outages.md).
+"""GET and HEAD /healthz (docs/reference/api.md, docs/explanation/health-and-outages.md).
 
 Served by HealthCheckMiddleware, first in MIDDLEWARE, so that no token check,
 throttle, session, host validation or other middleware work can slow it or fail it:
@@ -36,7 +36,7 @@ from core.api.exceptions import message_first_line
 from core.api.problems import problem_response
 from core.observability.metrics import healthz_checked
 
-# Named as before the module moved: log routing and docs/observability.md know it by this name.
+# Named as before the module moved: log routing and docs/reference/metrics-and-logs.md know it by this name.
 logger = logging.getLogger("config.healthz")
 
 HEALTHZ_PATHS = frozenset({"/healthz", "/healthz/"})

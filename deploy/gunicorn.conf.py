@@ -1,4 +1,4 @@
-"""gunicorn settings: `gunicorn -c deploy/gunicorn.conf.py config.wsgi:application` (docs/deployment.md).
+"""gunicorn settings: `gunicorn -c deploy/gunicorn.conf.py config.wsgi:application` (docs/how-to/deploy.md).
 
 Threaded workers (gthread), because they keep idle client connections open: the
 proxy in deploy/proxy/ reuses upstream connections (keepalive), which sync
@@ -21,7 +21,7 @@ bind = env_str("GUNICORN_BIND", "127.0.0.1:8000")
 # One process per core (at least two, so a recycled or crashed worker never leaves none):
 # the threads already overlap the waits for PostgreSQL, and more processes than cores
 # only contend for them. Measured on 2 cores: 2 workers x 4 threads served 1.3 to 2 times
-# the requests of 5 x 4, with a lower p99 (docs/benchmarks.md).
+# the requests of 5 x 4, with a lower p99 (docs/explanation/performance.md).
 workers = env_int("GUNICORN_WORKERS", max(2, os.cpu_count() or 1), minimum=1, maximum=256)
 # gthread, with threads kept for /healthz and gunicorn's own errors as problem+json (deploy/workers.py).
 worker_class = env_str("GUNICORN_WORKER_CLASS", "deploy.workers.ServiceWorker")
@@ -64,13 +64,13 @@ forwarder_headers = ""
 # Off unless GUNICORN_ACCESS_LOG=true: the proxy in front (deploy/proxy/) logs every request,
 # with its status and time, the service writes a line per request of its own (core/middleware/requestlog.py),
 # and gunicorn's line for the same request took about 10% of a worker's CPU on one-subject requests
-# (docs/benchmarks.md).
+# (docs/explanation/performance.md).
 accesslog = "-" if env_bool("GUNICORN_ACCESS_LOG", False) else None
 errorlog = "-"
 # The client address the proxy saw is in X-Forwarded-For; tokens and bodies are never logged.
 access_log_format = '%(h)s xff=%({x-forwarded-for}i)s "%(r)s" %(s)s %(B)s %(M)sms "%(a)s"'
 
-# Metrics (docs/observability.md): each worker counts into files of its own in PROMETHEUS_MULTIPROC_DIR, and
+# Metrics (docs/reference/metrics-and-logs.md): each worker counts into files of its own in PROMETHEUS_MULTIPROC_DIR, and
 # a scrape of any worker adds up every worker's. Without the variable, a directory of this server's own. Set
 # here, before the application is loaded: prometheus_client picks where it counts when first imported.
 metrics_directory = metrics_directory_prepare() if env_bool("METRICS_ENABLED", True) else None

@@ -1,4 +1,4 @@
-"""POST /id-link (docs/api.md)."""
+"""POST /id-link (docs/reference/api.md)."""
 
 from __future__ import annotations
 

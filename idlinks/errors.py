@@ -1,4 +1,4 @@
-"""Failures of the identifier-link API that clients branch on (docs/api.md)."""
+"""Failures of the identifier-link API that clients branch on (docs/reference/api.md)."""
 
 from __future__ import annotations
 

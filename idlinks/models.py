@@ -24,7 +24,7 @@ class CodePointOrder(models.Func):
 
 
 class IdentifierLink(models.Model):
-    """An undirected edge between two identifiers of one subject (docs/identifier-links.md), stored once.
+    """An undirected edge between two identifiers of one subject (docs/explanation/identifier-links.md), stored once.
 
     The pair is kept in canonical order, (subject type pk, subject ID) of side a
     below that of side b, so A-B and B-A are the same row: identifierlink_canonical_order

@@ -32,7 +32,7 @@ MAX_EXAMPLES = 50
 
 # The schema as the service serves it (fetching it needs no database).
 schema = schemathesis.openapi.from_wsgi("/api/schema", application)
-# The token is sent by the test; generated `Authentication` values would win over it (docs/tokens.md).
+# The token is sent by the test; generated `Authentication` values would win over it (docs/how-to/tokens.md).
 schema.config.generation.update(
     modes=[GenerationMode.POSITIVE, GenerationMode.NEGATIVE],
     max_examples=MAX_EXAMPLES,

@@ -1,4 +1,4 @@
-"""Production settings: `manage.py check --deploy`, and the transport-security switches (docs/deployment.md)."""
+"""Production settings: `manage.py check --deploy`, and the transport-security switches (docs/how-to/deploy.md)."""
 
 from __future__ import annotations
 

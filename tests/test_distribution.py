@@ -1,4 +1,4 @@
-"""The distributed layout on Citus (docs/scaling.md): distribute_tables, the hot path's plans, a worker's outage.
+"""The distributed layout on Citus (docs/how-to/scale-out-citus.md): distribute_tables, the hot path's plans, a worker's outage.
 
 scripts/test-citus runs these on a coordinator with two workers, where the
 suite's own setup has run distribute_tables; on PostgreSQL and SQLite only the

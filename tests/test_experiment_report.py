@@ -1,4 +1,4 @@
-"""`manage.py experiment_report ID` (docs/data-exports.md): counts, shares and the SRM p-value per cohort."""
+"""`manage.py experiment_report ID` (docs/how-to/data-tasks.md): counts, shares and the SRM p-value per cohort."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`manage.py export_assignments` (docs/data-exports.md): streamed CSV / JSON Lines of one experiment."""
+"""`manage.py export_assignments` (docs/how-to/data-tasks.md): streamed CSV / JSON Lines of one experiment."""
 
 from __future__ import annotations
 

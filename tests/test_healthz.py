@@ -1,4 +1,4 @@
-"""/healthz and the answers to a database outage (docs/health-and-outages.md)."""
+"""/healthz and the answers to a database outage (docs/explanation/health-and-outages.md)."""
 
 from __future__ import annotations
 

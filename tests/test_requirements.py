@@ -1,6 +1,6 @@
 """The locks (requirements*.txt, written by scripts/lock-requirements from requirements*.in) pin every package
 with hashes, agree with their .in files and with each other, and every script installs through them,
-hash-checked (docs/deployment.md#dependencies). Files only: no network, no resolver.
+hash-checked (docs/how-to/deploy.md#dependencies). Files only: no network, no resolver.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""API token authentication, its OpenAPI security schemes and role permissions (docs/api.md, docs/tokens.md)."""
+"""API token authentication, its OpenAPI security schemes and role permissions (docs/reference/api.md, docs/how-to/tokens.md)."""
 
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
 
 
 class ApiTokenScheme(OpenApiAuthenticationExtension):
-    """Either header carries the token (docs/tokens.md): two alternative schemes."""
+    """Either header carries the token (docs/how-to/tokens.md): two alternative schemes."""
 
     target_class = ApiTokenAuthentication
     name = ["bearerToken", "authenticationHeader"]

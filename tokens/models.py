@@ -13,7 +13,7 @@ class Role(models.TextChoices):
 
 
 # Django's add and change permissions let staff create and revoke proxy tokens; an admin-role
-# token may call everything, so creating or revoking one needs this as well (docs/tokens.md).
+# token may call everything, so creating or revoking one needs this as well (docs/how-to/tokens.md).
 ADMIN_ROLE_PERMISSION = ("manage_admin_role_apitoken", "Can create and revoke API tokens of role admin")
 
 ACTIVE, EXPIRED, REVOKED = "active", "expired", "revoked"

@@ -1,4 +1,4 @@
-"""Primary keys that include the column a Citus cluster distributes the table by (docs/scaling.md).
+"""Primary keys that include the column a Citus cluster distributes the table by (docs/how-to/scale-out-citus.md).
 
 Citus refuses a distributed table whose primary key or unique constraints leave
 out the distribution column. On PostgreSQL the primary key of

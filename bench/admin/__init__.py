@@ -6,7 +6,7 @@ bench/admin/resources.yaml, loads --assignments assignments into checkout-button
 count triggers on, then times the admin pages in-process (pages.py) and runs the
 rounds of bench/run hot-path on the same database with the count triggers on and
 off. Its results, printed and in bench/results/<name>.md and .json, are written
-here. See docs/benchmarks.md.
+here. See bench/README.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The service deployed afresh for one reliability experiment, the way an operator deploys it.
 
-The database is prepared with the commands docs/deployment.md gives (manage.py
+The database is prepared with the commands docs/how-to/deploy.md gives (manage.py
 migrate, apply_resources examples/demo.yaml, create_api_token), each in its own
 process with the experiment's DATABASE_URL, so no Django settings are fixed in
 the benchmark's process and each experiment can use another database. The

@@ -14,7 +14,7 @@ from rest_framework import exceptions
 from core.api.problems import ProblemError, problem_response
 from core.observability.metrics import database_unavailable_answered
 
-# Named as before the module moved: log routing and docs/observability.md know it by this name.
+# Named as before the module moved: log routing and docs/reference/metrics-and-logs.md know it by this name.
 logger = logging.getLogger("config.exceptions")
 
 RETRY_AFTER_SECONDS = "5"

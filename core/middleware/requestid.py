@@ -1,6 +1,6 @@
 """The request ID: taken from `X-Request-ID` when it is safe to repeat, else made here; sent back in the
 response's `X-Request-ID`, in every problem+json body (core/api/problems.py) and on every log line written
-while the request runs (core/observability/logfilters.py.RequestIdFilter). docs/observability.md.
+while the request runs (core/observability/logfilters.py.RequestIdFilter). docs/reference/metrics-and-logs.md.
 """
 
 from __future__ import annotations

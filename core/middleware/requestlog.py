@@ -1,5 +1,5 @@
 """One log line per request: method, path, status, duration, and what the view and the authentication noted
-(experiment, batch size, token name; never the token). docs/observability.md.
+(experiment, batch size, token name; never the token). docs/reference/metrics-and-logs.md.
 
 The line goes to the `config.requestlog` logger, whose handler has no repeat summary
 (core/observability/logfilters.py): every request gets its line, also when a thousand fail alike.
@@ -12,7 +12,7 @@ import time
 from contextvars import ContextVar
 from typing import Any
 
-# Named as before the module moved: log routing and docs/observability.md know it by this name.
+# Named as before the module moved: log routing and docs/reference/metrics-and-logs.md know it by this name.
 logger = logging.getLogger("config.requestlog")
 
 # What the record carries besides its message, in the order a JSON line shows it (core/observability/logformats.py).

@@ -1,5 +1,5 @@
 """GET /metrics: the metrics on the registry of core/observability/metrics.py in Prometheus' text format, for
-`admin` tokens only (docs/observability.md). Never forwarded by the proxy (deploy/proxy/render refuses to
+`admin` tokens only (docs/reference/metrics-and-logs.md). Never forwarded by the proxy (deploy/proxy/render refuses to
 publish it)."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class MetricsApi(JsonApiView):
         summary="The service's metrics, for Prometheus",
         description="Role: `admin`. Prometheus' text exposition format (OpenMetrics when the `Accept` header "
         "asks for it): request counts and latencies by endpoint, assignments created, conflicts lost, "
-        "database outages, token cache lookups and health checks (docs/observability.md). Never through the "
+        "database outages, token cache lookups and health checks (docs/reference/metrics-and-logs.md). Never through the "
         "authenticating proxy.",
         responses={
             (200, "text/plain"): OpenApiResponse(

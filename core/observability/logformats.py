@@ -1,5 +1,5 @@
 """The two shapes of a log line, chosen by LOG_FORMAT: one JSON object per line for machines (the server's
-default), or text for a person at a terminal (scripts/run-demo's). docs/observability.md.
+default), or text for a person at a terminal (scripts/run-demo's). docs/reference/metrics-and-logs.md.
 
 Clients choose some of what is logged (the path, the experiment ID), so neither shape lets a value start a
 line of its own or reorder the text around it: see `_UNSAFE`.

@@ -1,5 +1,5 @@
 """The service's one Prometheus registry, its request, outage and health metrics and the calls that move
-them (docs/observability.md). Each app declares its own metrics on REGISTRY (assignments/metrics.py,
+them (docs/reference/metrics-and-logs.md). Each app declares its own metrics on REGISTRY (assignments/metrics.py,
 tokens/metrics.py).
 
 Under gunicorn each worker writes its counts to files of its own in
@@ -31,7 +31,7 @@ HTTP_REQUEST_DURATION = Histogram(
     "http_request_duration_seconds",
     "Time from the request reaching the application to its response, by endpoint.",
     ["endpoint"],
-    # From /healthz's millisecond to a 1000-subject batch under load (docs/benchmarks.md).
+    # From /healthz's millisecond to a 1000-subject batch under load (docs/explanation/performance.md).
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
     registry=REGISTRY,
 )

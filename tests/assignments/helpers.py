@@ -10,7 +10,7 @@ PROBLEM_CONTENT_TYPE = "application/problem+json"
 
 
 def reference_variant(salt: str, subject_id: str, splits: Sequence[tuple[str, float]]) -> str:
-    """The assignment formula (docs/api.md) in plain integers, sharing no code with assignments/hashing.py.
+    """The assignment formula (docs/reference/api.md) in plain integers, sharing no code with assignments/hashing.py.
 
     With u = n / 2**64 and each split an exact binary fraction p / q (q a power of
     two), "cumulative > u" is "cumulative_numerator * 2**64 > n * denominator".

@@ -1,4 +1,4 @@
-"""`manage.py apply_resources` (README.md "Configuration as code"): files in, one transaction, a line per resource."""
+"""`manage.py apply_resources` (docs/reference/resources.md): files in, one transaction, a line per resource."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""POST /experiment-assignments (docs/api.md), through Django's full request stack."""
+"""POST /experiment-assignments (docs/reference/api.md), through Django's full request stack."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The transport rules (docs/api.md) on the assignment endpoint: every error is problem+json."""
+"""The transport rules (docs/reference/api.md) on the assignment endpoint: every error is problem+json."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`manage.py export_resources`: YAML that apply_resources accepts unchanged (README.md "Configuration as code")."""
+"""`manage.py export_resources`: YAML that apply_resources accepts unchanged (docs/reference/resources.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""assignments/hashing.py against the assignment formula (docs/api.md).
+"""assignments/hashing.py against the assignment formula (docs/reference/api.md).
 
 The pinned numbers and variants below were computed once, outside this code base
 (sha256sum and a separate integer implementation), so the function can never drift

@@ -440,7 +440,7 @@ def test_import__created_at_outside_the_datetime_range_in_utc__rejected_by_the_v
 
 def api_insert_order(subject_ids: list[str]) -> list[str]:
     """The order an API batch inserts these subjects in: by subject ID, and on Citus shard by shard first
-    (a multi-shard insert visits its shards in order, docs/scaling.md)."""
+    (a multi-shard insert visits its shards in order, docs/how-to/scale-out-citus.md)."""
     if not assignments_distributed():
         return sorted(subject_ids)
     with connection.cursor() as cursor:

@@ -1,4 +1,4 @@
-"""Configuration as code (README.md "Configuration as code"): parsing, validation and the apply's rules."""
+"""Configuration as code (docs/reference/resources.md): parsing, validation and the apply's rules."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.e2e, pytest.mark.django_db(trans
 
 SECRET_KEY = "e2e-slow-database-not-secret"
 PROBLEM_CONTENT_TYPE = "application/problem+json"
-# The bound the service promises for a request blocked by the database (docs/operations.md).
+# The bound the service promises for a request blocked by the database (docs/how-to/operate.md).
 REQUEST_BOUND_SECONDS = 10
 HEALTHZ_BOUND_SECONDS = 3
 WORKERS, THREADS = 2, 2

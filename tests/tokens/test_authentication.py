@@ -1,4 +1,4 @@
-"""Who may call the API (docs/api.md; the header rules in docs/tokens.md)."""
+"""Who may call the API (docs/reference/api.md; the header rules in docs/how-to/tokens.md)."""
 
 from __future__ import annotations
 

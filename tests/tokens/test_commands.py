@@ -1,4 +1,4 @@
-"""create_api_token, revoke_api_token, list_api_tokens: output, errors and exit codes (docs/tokens.md)."""
+"""create_api_token, revoke_api_token, list_api_tokens: output, errors and exit codes (docs/how-to/tokens.md)."""
 
 from __future__ import annotations
 
