@@ -18,8 +18,8 @@ from django.utils import timezone
 
 from assignments.models import Assignment, Experiment, ResourceChange, SubjectType, Variant
 from assignments.reports import experiment_report
-from tests.conftest import apply_yaml
 from tests.factories import AssignmentFactory, ExperimentFactory, IdentifierLinkFactory
+from tests.helpers.resources import apply_yaml
 
 CONFIG = """
 schemaVersion: 1

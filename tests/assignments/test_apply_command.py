@@ -12,7 +12,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from assignments.models import Cohort, Experiment, Lab, SubjectType
-from tests.server import PROJECT_DIR
+from tests.helpers import PROJECT_DIR
 
 SUBJECT_TYPES = """
 schemaVersion: 1

@@ -15,8 +15,8 @@ from django.test import Client
 from assignments.models import Assignment, Experiment
 from assignments.reports import experiment_report
 from idlinks.services import Identifier, id_link_create
-from tests.assignments.helpers import reference_variant
-from tests.conftest import apply_yaml
+from tests.helpers.assignments import reference_variant
+from tests.helpers.resources import apply_yaml
 from tokens.models import Role
 from tokens.services import api_token_create
 

@@ -7,8 +7,8 @@ from collections import Counter
 
 from assignments.assigning import assign_subjects
 from assignments.models import Assignment
-from tests.assignments.helpers import reference_variant
-from tests.conftest import apply_yaml
+from tests.helpers.assignments import reference_variant
+from tests.helpers.resources import apply_yaml
 
 SPLITS = [("control", 0.2), ("b", 0.3), ("c", 0.5)]
 SUBJECTS = 20_000

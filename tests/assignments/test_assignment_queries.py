@@ -52,7 +52,7 @@ def test_assign__mixed_batch__no_more_statements_than_an_all_new_one(api, demo_c
 
 
 def test_assign__winner_declared__same_statements_for_1_and_1000(api, demo_config):
-    from tests.conftest import apply_yaml
+    from tests.helpers.resources import apply_yaml
 
     apply_yaml(
         "schemaVersion: 1\nkind: experiment\nmetadata: {id: checkout-button, status: winner_declared}\n"

@@ -16,8 +16,8 @@ from assignments.linking import MAX_DEPTH
 from assignments.models import Assignment, Experiment, SubjectType
 from idlinks.models import IdentifierLink
 from idlinks.services import Identifier, id_link_create
-from tests.assignments.helpers import reference_variant
-from tests.conftest import apply_yaml
+from tests.helpers.assignments import reference_variant
+from tests.helpers.resources import apply_yaml
 
 SPLITS = [("control", 0.5), ("green", 0.5)]
 

@@ -12,10 +12,10 @@ from django.core.management import CommandError, call_command
 
 from assignments.models import Assignment, Experiment
 from assignments.reports import experiment_report
-from tests.conftest import apply_yaml
 from tests.factories import AssignmentFactory
-from tests.processes import CLOSED_STDOUT_MESSAGE, manage_env, run_manage, run_manage_reader_leaves
-from tests.server import PROJECT_DIR
+from tests.helpers import PROJECT_DIR
+from tests.helpers.processes import CLOSED_STDOUT_MESSAGE, manage_env, run_manage, run_manage_reader_leaves
+from tests.helpers.resources import apply_yaml
 
 CONFIG = """
 schemaVersion: 1

@@ -17,11 +17,16 @@ from django.utils import timezone
 from assignments.distribution import assignments_distributed
 from assignments.importing import BATCH_SIZE, ImportInvalid, assignments_import
 from assignments.models import Assignment, AssignmentCount, Experiment
-from tests.conftest import apply_yaml
 from tests.factories import AssignmentFactory, ExperimentFactory
-from tests.locks import lock_waits_query
-from tests.processes import CLOSED_STDOUT_MESSAGE, run_manage, run_manage_reader_leaves, run_manage_stderr_on_terminal
-from tests.server import database_url_for_tests, wait_until
+from tests.helpers.database import lock_waits_query
+from tests.helpers.processes import (
+    CLOSED_STDOUT_MESSAGE,
+    run_manage,
+    run_manage_reader_leaves,
+    run_manage_stderr_on_terminal,
+)
+from tests.helpers.resources import apply_yaml
+from tests.helpers.server import database_url_for_tests, wait_until
 
 T0 = dt.datetime(2026, 11, 1, 10, 0, 0, tzinfo=dt.UTC)
 

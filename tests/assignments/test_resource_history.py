@@ -13,8 +13,9 @@ from django.core.management import CommandError, call_command
 
 from assignments.models import ResourceChange
 from assignments.resources import ResourceInvalid
-from tests.conftest import apply_yaml
-from tests.server import PROJECT_DIR, database_url_for_tests
+from tests.helpers import PROJECT_DIR
+from tests.helpers.resources import apply_yaml
+from tests.helpers.server import database_url_for_tests
 
 USER = "schemaVersion: 1\nkind: subjecttype\nmetadata: {id: user}\n"
 EXPERIMENT = """

@@ -7,7 +7,7 @@ import pytest
 from assignments.assigning import assign_subjects
 from assignments.models import Assignment, Cohort, Experiment, Lab, SubjectType, Variant
 from assignments.resources import ResourceInvalid, resources_parse
-from tests.conftest import apply_yaml
+from tests.helpers.resources import apply_yaml
 
 USER = """
 schemaVersion: 1

@@ -10,9 +10,8 @@ from assignments.linking import FANOUT, MAX_DEPTH, MAX_IDENTIFIERS
 from assignments.models import SubjectType
 from assignments.subjects import ConnectedIdentifier, identifiers_connected
 from idlinks.models import IdentifierLink
-from tests.assignments.test_link_walk_bounds import links_store
 from tests.factories import SubjectTypeFactory
-from tests.idlinks.helpers import link
+from tests.helpers.idlinks import link, links_store
 
 
 @pytest.fixture

@@ -10,7 +10,8 @@ import httpx
 import pytest
 
 from devtools.ports import free_port
-from tests.server import PROJECT_DIR, demo_env, demo_server
+from tests.helpers import PROJECT_DIR
+from tests.helpers.server import demo_env, demo_server
 
 pytestmark = [pytest.mark.e2e]
 

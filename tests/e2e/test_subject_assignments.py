@@ -10,7 +10,8 @@ import httpx
 import pytest
 
 from assignments.models import Assignment
-from tests.server import PROJECT_DIR, database_url_for_tests, gunicorn, wait_until
+from tests.helpers import PROJECT_DIR
+from tests.helpers.server import database_url_for_tests, gunicorn, wait_until
 from tokens.services import api_token_create
 
 pytestmark = [pytest.mark.postgres, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]

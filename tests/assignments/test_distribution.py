@@ -1,4 +1,5 @@
-"""The distributed layout on Citus (docs/how-to/scale-out-citus.md): distribute_tables, the hot path's plans, a worker's outage.
+"""The distributed layout on Citus (docs/how-to/scale-out-citus.md): distribute_tables, the hot path's plans,
+a worker's outage.
 
 scripts/test-citus runs these on a coordinator with two workers, where the
 suite's own setup has run distribute_tables; on PostgreSQL and SQLite only the
@@ -26,7 +27,8 @@ from assignments.exports import assignment_rows
 from assignments.models import Assignment, AssignmentCount, Experiment
 from assignments.storage import FETCH, citus_insert
 from devtools.citus import citus_database_create
-from tests.server import PROJECT_DIR, wait_until
+from tests.helpers import PROJECT_DIR
+from tests.helpers.server import wait_until
 
 on_citus = os.environ.get("TEST_CITUS") == "1"
 citus = pytest.mark.skipif(not on_citus, reason="needs the tables distributed on Citus (scripts/test-citus)")

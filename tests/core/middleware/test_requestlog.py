@@ -19,8 +19,8 @@ from django.conf import settings
 
 from core.healthz import database_probe, probe_connection
 from core.observability.logformats import JsonFormatter, TextFormatter
-from tests.conftest import apply_yaml
-from tests.observability import captured_logs, json_lines, request_lines
+from tests.helpers.observability import captured_logs, json_lines, request_lines
+from tests.helpers.resources import apply_yaml
 
 COOKIE_EXPERIMENT = """
 schemaVersion: 1

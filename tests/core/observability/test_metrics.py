@@ -14,10 +14,10 @@ from assignments.models import Assignment, Experiment
 from core.healthz import database_probe, probe_connection
 from core.observability.metrics import REGISTRY
 from idlinks.services import Identifier, id_link_create
-from tests.conftest import apply_yaml, database_unreachable
-from tests.locks import lock_waits_query
-from tests.observability import Samples, sample, samples
-from tests.server import wait_until
+from tests.helpers.database import database_unreachable, lock_waits_query
+from tests.helpers.observability import Samples, sample, samples
+from tests.helpers.resources import apply_yaml
+from tests.helpers.server import wait_until
 
 FOLLOWING = """
 schemaVersion: 1
