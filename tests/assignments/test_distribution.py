@@ -27,7 +27,7 @@ from assignments.exports import assignment_rows
 from assignments.models import Assignment, AssignmentCount, Experiment
 from assignments.storage import FETCH, citus_insert
 from devtools.citus import citus_database_create
-from tests.helpers import PROJECT_DIR
+from tests.helpers import PROJECT_DIR, resources
 from tests.helpers.server import wait_until
 
 on_citus = os.environ.get("TEST_CITUS") == "1"
@@ -229,5 +229,5 @@ def test_distribute_tables__database_with_rows__rows_and_counts_kept_and_countin
     assert (counted, stored) == (600, 600)
     # And new resources take new IDs (Citus restarts a distributed table's identity)
     lab = tmp_path / "lab.yaml"
-    lab.write_text("schemaVersion: 1\nkind: lab\nmetadata: {id: after-distribution}\n")
+    lab.write_text(resources.yaml_documents(resources.lab("after-distribution")))
     assert "created" in _manage(url, "apply_resources", str(lab))

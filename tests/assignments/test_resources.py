@@ -9,6 +9,8 @@ from assignments.models import Assignment, Cohort, Experiment, Lab, SubjectType,
 from assignments.resources import ResourceInvalid, resources_parse
 from tests.helpers.resources import apply_yaml
 
+# The parser's own tests: the YAML text is their subject (syntax, quoting, the document and field an error
+# names), so it is written out here rather than built with tests.helpers.resources.
 USER = """
 schemaVersion: 1
 kind: subjecttype
