@@ -1,4 +1,5 @@
-"""The layout of the service's tables on a Citus cluster, and turning a migrated database into it (docs/how-to/scale-out-citus.md).
+"""The layout of the service's tables on a Citus cluster, and turning a migrated database into it
+(docs/how-to/scale-out-citus.md).
 
 Assignments and identifier links grow with every subject: they are distributed
 by the subject ID, and co-located, so one subject's rows of every experiment,

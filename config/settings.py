@@ -72,7 +72,8 @@ ASSIGNMENT_MAX_SUBJECTS = env_int("ASSIGNMENT_MAX_SUBJECTS", 1000, minimum=1, ma
 # How long a process trusts a token it verified; a revocation made elsewhere takes effect within this time.
 API_TOKEN_CACHE_SECONDS = env_int("API_TOKEN_CACHE_SECONDS", 5, minimum=0, maximum=3600)
 
-# GET /metrics and the counting behind it (docs/reference/metrics-and-logs.md); off, nothing is counted and /metrics is 404.
+# GET /metrics and the counting behind it (docs/reference/metrics-and-logs.md); off, nothing is counted and
+# /metrics is 404.
 METRICS_ENABLED = env_bool("METRICS_ENABLED", True)
 # json: one JSON object per line, for the server's log collector; text: for a person (scripts/run-demo on a terminal).
 LOG_FORMAT = env_choice("LOG_FORMAT", "json", ("json", "text"))

@@ -70,9 +70,10 @@ errorlog = "-"
 # The client address the proxy saw is in X-Forwarded-For; tokens and bodies are never logged.
 access_log_format = '%(h)s xff=%({x-forwarded-for}i)s "%(r)s" %(s)s %(B)s %(M)sms "%(a)s"'
 
-# Metrics (docs/reference/metrics-and-logs.md): each worker counts into files of its own in PROMETHEUS_MULTIPROC_DIR, and
-# a scrape of any worker adds up every worker's. Without the variable, a directory of this server's own. Set
-# here, before the application is loaded: prometheus_client picks where it counts when first imported.
+# Metrics (docs/reference/metrics-and-logs.md): each worker counts into files of its own in
+# PROMETHEUS_MULTIPROC_DIR, and a scrape of any worker adds up every worker's. Without the variable, a
+# directory of this server's own. Set here, before the application is loaded: prometheus_client picks where
+# it counts when first imported.
 metrics_directory = metrics_directory_prepare() if env_bool("METRICS_ENABLED", True) else None
 
 

@@ -7,7 +7,7 @@ adds on the command line, which gunicorn ranks above the file.
 
 The server's output (error log, and the access log when the configuration turns
 it on) goes to the caller's `log_path`: the end-to-end tests put it in pytest's
-tmp_path (see tests/server.py), the benchmarks under var/. If the server exits
+tmp_path (see tests/helpers/server.py), the benchmarks under var/. If the server exits
 with an error its log's path is printed on stderr.
 """
 

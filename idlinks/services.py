@@ -20,7 +20,8 @@ class Identifier:
 
 
 def id_link_create(*, first: Identifier, second: Identifier) -> None:
-    """Link two identifiers (POST /id-link, docs/reference/api.md); linking a linked pair, in either order, changes nothing.
+    """Link two identifiers (POST /id-link, docs/reference/api.md); linking a linked pair, in either order,
+    changes nothing.
 
     Both subject types must exist and be active (as this process last saw them, at
     most SUBJECT_TYPE_CACHE_SECONDS ago). The pair is stored in the

@@ -1,4 +1,5 @@
-"""API token authentication, its OpenAPI security schemes and role permissions (docs/reference/api.md, docs/how-to/tokens.md)."""
+"""API token authentication, its OpenAPI security schemes and role permissions (docs/reference/api.md,
+docs/how-to/tokens.md)."""
 
 from __future__ import annotations
 

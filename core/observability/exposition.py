@@ -41,8 +41,8 @@ class MetricsApi(JsonApiView):
         summary="The service's metrics, for Prometheus",
         description="Role: `admin`. Prometheus' text exposition format (OpenMetrics when the `Accept` header "
         "asks for it): request counts and latencies by endpoint, assignments created, conflicts lost, "
-        "database outages, token cache lookups and health checks (docs/reference/metrics-and-logs.md). Never through the "
-        "authenticating proxy.",
+        "database outages, token cache lookups and health checks (docs/reference/metrics-and-logs.md). "
+        "Never through the authenticating proxy.",
         responses={
             (200, "text/plain"): OpenApiResponse(
                 response=OpenApiTypes.STR,

@@ -12,9 +12,9 @@ from django.core.management import call_command
 
 from assignments.models import Cohort, Experiment, Lab, ResourceChange, SubjectType, Variant
 from assignments.resources import resource_document
-from tests.browser import form_fields
-from tests.conftest import apply_yaml
 from tests.factories import AssignmentFactory
+from tests.helpers.browser import form_fields
+from tests.helpers.resources import apply_yaml
 
 EXPERIMENT_YAML = """
 schemaVersion: 1

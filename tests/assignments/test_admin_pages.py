@@ -18,45 +18,21 @@ from django.utils import timezone
 
 from assignments.models import Assignment, Experiment, ResourceChange, SubjectType, Variant
 from assignments.reports import experiment_report
-from tests.conftest import apply_yaml
 from tests.factories import AssignmentFactory, ExperimentFactory, IdentifierLinkFactory
+from tests.helpers import resources
+from tests.helpers.resources import apply_resources
 
-CONFIG = """
-schemaVersion: 1
-kind: subjecttype
-metadata: {id: user}
----
-schemaVersion: 1
-kind: subjecttype
-metadata: {id: cookie}
----
-schemaVersion: 1
-kind: experiment
-metadata: {id: checkout, status: active}
-spec:
-  subjectType: user
-  variants:
-    - {id: control, control: true, split: 0.5}
-    - {id: green, split: 0.5}
----
-schemaVersion: 1
-kind: experiment
-metadata: {id: banner, status: active}
-spec:
-  subjectType: cookie
-  variants:
-    - {id: control, control: true, split: 0.5}
-    - {id: wide, split: 0.5}
----
-schemaVersion: 1
-kind: experiment
-metadata: {id: finished, status: ended}
-spec:
-  subjectType: user
-  variants:
-    - {id: control, control: true, split: 0.5}
-    - {id: green, split: 0.5}
-"""
+CONFIG = (
+    resources.subject_type("user"),
+    resources.subject_type("cookie"),
+    resources.experiment("checkout"),
+    resources.experiment(
+        "banner",
+        subject_type="cookie",
+        variants=[resources.variant("control", 0.5, control=True), resources.variant("wide", 0.5)],
+    ),
+    resources.experiment("finished", status="ended"),
+)
 
 
 @pytest.fixture
@@ -67,7 +43,7 @@ def staff_client(client, db):
 
 @pytest.fixture
 def configured(db) -> dict[str, Experiment]:
-    apply_yaml(CONFIG)
+    apply_resources(*CONFIG)
     return {experiment.key: experiment for experiment in Experiment.objects.all()}
 
 
@@ -289,7 +265,13 @@ def test_cohorts__splits_shown_as_text_not_json(staff_client, configured):
 
 
 def test_resource_page__history__newest_first_with_diff(staff_client, configured):
-    apply_yaml(CONFIG.replace("{id: green, split: 0.5}", "{id: green, split: 0.5, name: Green}"))
+    named_green = [resources.variant("control", 0.5, control=True), resources.variant("green", 0.5, name="Green")]
+    apply_resources(
+        *CONFIG[:2],
+        resources.experiment("checkout", variants=named_green),
+        CONFIG[3],
+        resources.experiment("finished", status="ended", variants=named_green),
+    )
 
     page = staff_client.get(f"/admin/assignments/experiment/{configured['checkout'].pk}/change/")
 
@@ -431,7 +413,7 @@ def test_assignments__cannot_be_added_or_deleted_in_the_admin(staff_client, conf
 
 
 def test_history_list__every_change_with_its_diff(staff_client, configured):
-    apply_yaml(CONFIG.replace("metadata: {id: banner, status: active}", "metadata: {id: banner, status: ended}"))
+    apply_resources(*CONFIG[:3], {**CONFIG[3], "metadata": {"id": "banner", "status": "ended"}}, CONFIG[4])
     change = ResourceChange.objects.get(resource_id="banner", resource_version=2)
 
     listing = staff_client.get("/admin/assignments/resourcechange/", {"q": "banner"})

@@ -12,8 +12,10 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from assignments.models import Cohort, Experiment, Lab, SubjectType
-from tests.server import PROJECT_DIR
+from tests.helpers import PROJECT_DIR
 
+# The files the command reads, written out: its output names files and documents, so their text is what
+# is tested, not set-up.
 SUBJECT_TYPES = """
 schemaVersion: 1
 kind: subjecttype

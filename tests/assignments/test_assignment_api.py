@@ -9,8 +9,9 @@ from django.test import override_settings
 
 from assignments.cache import experiment_states
 from assignments.models import Assignment, Experiment
-from tests.assignments.helpers import assert_problem, error_fields, reference_variant
-from tests.conftest import apply_yaml
+from tests.helpers.api import assert_problem, error_fields
+from tests.helpers.assignments import reference_variant
+from tests.helpers.resources import apply_yaml
 
 PATH = "/experiment-assignments"
 DEMO_SPLITS = [("control", 0.5), ("green", 0.5)]
@@ -273,7 +274,7 @@ def test_assign__changes_applied_by_another_process__honoured_by_the_next_reques
 
 
 def test_assign__admin_token__allowed(admin_token, demo_config):
-    from tests.conftest import ApiClient
+    from tests.helpers.api import ApiClient
 
     response = assign(ApiClient(admin_token), ["u1"])
     assert response.status_code == 200

@@ -15,8 +15,8 @@ from django.test import Client
 from assignments.models import Assignment, Experiment
 from assignments.reports import experiment_report
 from idlinks.services import Identifier, id_link_create
-from tests.assignments.helpers import reference_variant
-from tests.conftest import apply_yaml
+from tests.helpers.assignments import reference_variant
+from tests.helpers.resources import apply_resources, experiment, lab, subject_type, variant
 from tokens.models import Role
 from tokens.services import api_token_create
 
@@ -28,25 +28,13 @@ ROUNDS = 5
 
 # Its own lab: a transactional test empties the tables afterwards, so it cannot count on
 # the `default` lab that the migrations create.
-CONFIG = """
-schemaVersion: 1
-kind: subjecttype
-metadata: {id: user}
----
-schemaVersion: 1
-kind: lab
-metadata: {id: race}
----
-schemaVersion: 1
-kind: experiment
-metadata: {id: race-exp, status: active, parentId: race}
-spec:
-  subjectType: user
-  variants:
-    - {id: control, control: true, split: 0.3}
-    - {id: b, split: 0.3}
-    - {id: c, split: 0.4}
-"""
+CONFIG = (
+    subject_type("user"),
+    lab("race"),
+    experiment(
+        "race-exp", lab="race", variants=[variant("control", 0.3, control=True), variant("b", 0.3), variant("c", 0.4)]
+    ),
+)
 SPLITS = [("control", 0.3), ("b", 0.3), ("c", 0.4)]
 
 
@@ -93,7 +81,7 @@ def race(token: str, subject_ids: list[str]) -> list[dict]:
 @pytest.mark.django_db(transaction=True)
 def test_assign__8_threads_racing_for_the_same_500_new_subjects__one_row_each_and_all_answers_agree():
     # Given committed configuration and token
-    apply_yaml(CONFIG)
+    apply_resources(*CONFIG)
     token = api_token_create(name="race", role=Role.PROXY)[1]
 
     for round_number in range(ROUNDS):
@@ -119,48 +107,21 @@ def test_assign__8_threads_racing_for_the_same_500_new_subjects__one_row_each_an
 
 
 BOTH_ENDPOINTS_THREADS = 16
-BOTH_ENDPOINTS_CONFIG = """
-schemaVersion: 1
-kind: subjecttype
-metadata: {id: user}
----
-schemaVersion: 1
-kind: subjecttype
-metadata: {id: device}
----
-schemaVersion: 1
-kind: lab
-metadata: {id: race}
----
-schemaVersion: 1
-kind: experiment
-metadata: {id: race-a, status: active, parentId: race}
-spec:
-  subjectType: user
-  variants:
-    - {id: control, control: true, split: 0.5}
-    - {id: b, split: 0.5}
----
-schemaVersion: 1
-kind: experiment
-metadata: {id: race-b, status: active, parentId: race}
-spec:
-  subjectType: user
-  variants:
-    - {id: control, control: true, split: 0.2}
-    - {id: b, split: 0.3}
-    - {id: c, split: 0.5}
----
-schemaVersion: 1
-kind: experiment
-metadata: {id: race-linked, status: active, parentId: race}
-spec:
-  subjectType: user
-  followLinks: true
-  variants:
-    - {id: control, control: true, split: 0.5}
-    - {id: b, split: 0.5}
-"""
+BOTH_ENDPOINTS_CONFIG = (
+    subject_type("user"),
+    subject_type("device"),
+    lab("race"),
+    experiment("race-a", lab="race", variants=[variant("control", 0.5, control=True), variant("b", 0.5)]),
+    experiment(
+        "race-b", lab="race", variants=[variant("control", 0.2, control=True), variant("b", 0.3), variant("c", 0.5)]
+    ),
+    experiment(
+        "race-linked",
+        lab="race",
+        follow_links=True,
+        variants=[variant("control", 0.5, control=True), variant("b", 0.5)],
+    ),
+)
 RACED_EXPERIMENTS = ["race-a", "race-b", "race-linked"]
 
 
@@ -187,7 +148,7 @@ def race_both_endpoints(token: str, subject_id: str) -> list[dict[str, str]]:
 @pytest.mark.django_db(transaction=True)
 def test_both_endpoints__16_threads_racing_for_one_new_subject_in_3_experiments__one_row_each_everywhere():
     # Given committed configuration and token
-    apply_yaml(BOTH_ENDPOINTS_CONFIG)
+    apply_resources(*BOTH_ENDPOINTS_CONFIG)
     token = api_token_create(name="race", role=Role.PROXY)[1]
     linked_variant = {}
     for round_number in range(ROUNDS):

@@ -7,8 +7,9 @@ from collections import Counter
 
 from assignments.assigning import assign_subjects
 from assignments.models import Assignment
-from tests.assignments.helpers import reference_variant
-from tests.conftest import apply_yaml
+from tests.helpers import resources
+from tests.helpers.assignments import reference_variant
+from tests.helpers.resources import apply_resources
 
 SPLITS = [("control", 0.2), ("b", 0.3), ("c", 0.5)]
 SUBJECTS = 20_000
@@ -16,26 +17,22 @@ SUBJECTS = 20_000
 # a formula that swapped, dropped or mis-accumulated the splits scores in the thousands.
 CHI_SQUARE_LIMIT = -2 * math.log(1e-6)
 
-CONFIG = """
-schemaVersion: 1
-kind: subjecttype
-metadata: {id: user}
----
-schemaVersion: 1
-kind: experiment
-metadata: {id: three-way, status: active}
-spec:
-  subjectType: user
-  salt: distribution-test
-  variants:
-    - {id: control, control: true, split: 0.2}
-    - {id: b, split: 0.3}
-    - {id: c, split: 0.5}
-"""
+CONFIG = (
+    resources.subject_type("user"),
+    resources.experiment(
+        "three-way",
+        salt="distribution-test",
+        variants=[
+            resources.variant("control", 0.2, control=True),
+            resources.variant("b", 0.3),
+            resources.variant("c", 0.5),
+        ],
+    ),
+)
 
 
 def test_assign__20000_new_subjects__split_as_configured_and_equal_to_the_formula(db):
-    apply_yaml(CONFIG)
+    apply_resources(*CONFIG)
     subject_ids = [f"user-{index:05d}" for index in range(SUBJECTS)]
 
     answered: dict[str, str] = {}

@@ -9,6 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from assignments.cache import experiment_states
+from tests.helpers.resources import apply_resources, experiment
 
 PATH = "/experiment-assignments"
 
@@ -52,13 +53,8 @@ def test_assign__mixed_batch__no_more_statements_than_an_all_new_one(api, demo_c
 
 
 def test_assign__winner_declared__same_statements_for_1_and_1000(api, demo_config):
-    from tests.conftest import apply_yaml
 
-    apply_yaml(
-        "schemaVersion: 1\nkind: experiment\nmetadata: {id: checkout-button, status: winner_declared}\n"
-        "spec:\n  subjectType: user\n  winningVariant: green\n  variants:\n"
-        "    - {id: control, control: true, split: 0.5}\n    - {id: green, split: 0.5}\n"
-    )
+    apply_resources(experiment("checkout-button", status="winner_declared", winning_variant="green"))
     statements(api, ["warm-up"], cold=False)
 
     assert statements(api, ["one"], cold=False) == statements(api, [str(i) for i in range(1000)], cold=False)

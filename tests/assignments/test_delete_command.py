@@ -12,7 +12,12 @@ from assignments.deleting import DeleteRefused, assignments_delete
 from assignments.models import Assignment, AssignmentCount, Experiment
 from assignments.reports import experiment_report
 from tests.factories import ExperimentFactory
-from tests.processes import CLOSED_STDOUT_MESSAGE, run_manage, run_manage_reader_leaves, run_manage_stderr_on_terminal
+from tests.helpers.processes import (
+    CLOSED_STDOUT_MESSAGE,
+    run_manage,
+    run_manage_reader_leaves,
+    run_manage_stderr_on_terminal,
+)
 
 SOURCES = ["hashed", "linked", "forced", "imported"]
 

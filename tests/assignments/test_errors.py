@@ -9,7 +9,7 @@ from django.db import OperationalError
 from django.test import Client
 
 from assignments.models import Assignment
-from tests.assignments.helpers import assert_problem
+from tests.helpers.api import assert_problem
 
 PATH = "/experiment-assignments"
 VALID = {"experiment_id": "checkout-button", "subject_ids": ["u1"]}

@@ -10,13 +10,13 @@ from django.core.management import call_command
 
 from assignments.models import Experiment
 from assignments.resources import resources_parse
-from tests.conftest import apply_yaml
 from tests.factories import LabFactory
-from tests.processes import run_manage_piped_to_head
+from tests.helpers.processes import run_manage_piped_to_head
+from tests.helpers.resources import apply_yaml
 
-# Values chosen to trip a careless YAML writer: strings that look like numbers,
-# booleans or null; a colon; several lines; non-ASCII; IDs in mixed case; every
-# kind and status; non-dyadic splits; a custom salt; a declared winner.
+# Written out, not built: the export must round-trip this very text. Values chosen to trip a careless
+# YAML writer: strings that look like numbers, booleans or null; a colon; several lines; non-ASCII; IDs in
+# mixed case; every kind and status; non-dyadic splits; a custom salt; a declared winner.
 TRICKY = """
 schemaVersion: 1
 kind: subjecttype

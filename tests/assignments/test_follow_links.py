@@ -16,48 +16,24 @@ from assignments.linking import MAX_DEPTH
 from assignments.models import Assignment, Experiment, SubjectType
 from idlinks.models import IdentifierLink
 from idlinks.services import Identifier, id_link_create
-from tests.assignments.helpers import reference_variant
-from tests.conftest import apply_yaml
+from tests.helpers import resources
+from tests.helpers.assignments import reference_variant
+from tests.helpers.resources import apply_resources
 
 SPLITS = [("control", 0.5), ("green", 0.5)]
 
-CONFIG = """
-schemaVersion: 1
-kind: subjecttype
-metadata: {id: user}
----
-schemaVersion: 1
-kind: subjecttype
-metadata: {id: cookie}
----
-schemaVersion: 1
-kind: subjecttype
-metadata: {id: device}
----
-schemaVersion: 1
-kind: experiment
-metadata: {id: banner, status: active}
-spec:
-  subjectType: cookie
-  followLinks: true
-  variants:
-    - {id: control, control: true, split: 0.5}
-    - {id: green, split: 0.5}
----
-schemaVersion: 1
-kind: experiment
-metadata: {id: plain, status: active}
-spec:
-  subjectType: cookie
-  variants:
-    - {id: control, control: true, split: 0.5}
-    - {id: green, split: 0.5}
-"""
+CONFIG = (
+    resources.subject_type("user"),
+    resources.subject_type("cookie"),
+    resources.subject_type("device"),
+    resources.experiment("banner", subject_type="cookie", follow_links=True),
+    resources.experiment("plain", subject_type="cookie"),
+)
 
 
 @pytest.fixture
 def config(db):
-    apply_yaml(CONFIG)
+    apply_resources(*CONFIG)
 
 
 def hashed_to(variant: str, prefix: str, *, salt: str = "banner") -> str:
@@ -223,8 +199,11 @@ def test_follow_links__assignments_in_other_experiments_or_of_other_types__not_c
 def test_follow_links__current_cohort__linked_assignment_stored_in_it(api, config):
     first = hashed_to("green", "c")
     assign(api, [first])
-    apply_yaml(
-        CONFIG.replace("split: 0.5}\n    - {id: green, split: 0.5}", "split: 0.4}\n    - {id: green, split: 0.6}", 1)
+    new_splits = [resources.variant("control", 0.4, control=True), resources.variant("green", 0.6)]
+    apply_resources(
+        *CONFIG[:3],
+        resources.experiment("banner", subject_type="cookie", follow_links=True, variants=new_splits),
+        CONFIG[4],
     )
     new = hashed_to("control", "new")
     chain(("cookie", new), ("user", "u-1"), ("cookie", first))

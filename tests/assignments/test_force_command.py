@@ -12,58 +12,20 @@ from django.core.management import CommandError, call_command
 
 from assignments.models import Assignment, Experiment
 from assignments.reports import experiment_report
-from tests.conftest import apply_yaml
 from tests.factories import AssignmentFactory
-from tests.processes import CLOSED_STDOUT_MESSAGE, manage_env, run_manage, run_manage_reader_leaves
-from tests.server import PROJECT_DIR
+from tests.helpers import PROJECT_DIR
+from tests.helpers.processes import CLOSED_STDOUT_MESSAGE, manage_env, run_manage, run_manage_reader_leaves
+from tests.helpers.resources import apply_resources, experiment, subject_type, variant
 
-CONFIG = """
-schemaVersion: 1
-kind: subjecttype
-metadata: {id: user}
----
-schemaVersion: 1
-kind: subjecttype
-metadata: {id: cookie}
----
-schemaVersion: 1
-kind: experiment
-metadata: {id: Checkout, status: active}
-spec:
-  subjectType: user
-  variants:
-    - {id: control, control: true, split: 0.5}
-    - {id: Green, split: 0.5}
----
-schemaVersion: 1
-kind: experiment
-metadata: {id: finished, status: ended}
-spec:
-  subjectType: user
-  variants:
-    - {id: control, control: true, split: 0.5}
-    - {id: green, split: 0.5}
----
-schemaVersion: 1
-kind: experiment
-metadata: {id: shelved, status: archived}
-spec:
-  subjectType: user
-  variants:
-    - {id: control, control: true, split: 0.5}
-    - {id: green, split: 0.5}
-"""
+CONFIG = (
+    subject_type("user"),
+    subject_type("cookie"),
+    experiment("Checkout", variants=[variant("control", 0.5, control=True), variant("Green", 0.5)]),
+    experiment("finished", status="ended"),
+    experiment("shelved", status="archived"),
+)
 
-SPLIT_CHANGE = """
-schemaVersion: 1
-kind: experiment
-metadata: {id: Checkout, status: active}
-spec:
-  subjectType: user
-  variants:
-    - {id: control, control: true, split: 0.2}
-    - {id: Green, split: 0.8}
-"""
+SPLIT_CHANGE = experiment("Checkout", variants=[variant("control", 0.2, control=True), variant("Green", 0.8)])
 
 LOOKUP = "/admin/assignments/assignment/lookup/"
 LOOKUP_U1 = f"{LOOKUP}?subject_type=user&subject_id=u1"
@@ -73,7 +35,7 @@ QA_SUBJECTS = [f"qa-{index}" for index in range(20)]
 
 @pytest.fixture
 def configured(db) -> dict[str, Experiment]:
-    apply_yaml(CONFIG)
+    apply_resources(*CONFIG)
     return {experiment.key: experiment for experiment in Experiment.objects.all()}
 
 
@@ -133,7 +95,7 @@ def test_force__same_subject_twice__forced_once(checkout):
 
 
 def test_force__after_a_split_change__stored_in_the_current_cohort(checkout):
-    apply_yaml(SPLIT_CHANGE)
+    apply_resources(SPLIT_CHANGE)
 
     force("--experiment", "Checkout", "--variant", "green", "u1")
 

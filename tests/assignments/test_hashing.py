@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assignments.hashing import Allocation, assign_variant, bucket, bucket_number
-from tests.assignments.helpers import reference_variant
+from tests.helpers.assignments import reference_variant
 
 TWO_WAY = [("control", 0.5), ("green", 0.5)]
 THREE_WAY = [("control", 0.2), ("b", 0.3), ("c", 0.5)]

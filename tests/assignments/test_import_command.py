@@ -17,11 +17,16 @@ from django.utils import timezone
 from assignments.distribution import assignments_distributed
 from assignments.importing import BATCH_SIZE, ImportInvalid, assignments_import
 from assignments.models import Assignment, AssignmentCount, Experiment
-from tests.conftest import apply_yaml
 from tests.factories import AssignmentFactory, ExperimentFactory
-from tests.locks import lock_waits_query
-from tests.processes import CLOSED_STDOUT_MESSAGE, run_manage, run_manage_reader_leaves, run_manage_stderr_on_terminal
-from tests.server import database_url_for_tests, wait_until
+from tests.helpers.database import lock_waits_query
+from tests.helpers.processes import (
+    CLOSED_STDOUT_MESSAGE,
+    run_manage,
+    run_manage_reader_leaves,
+    run_manage_stderr_on_terminal,
+)
+from tests.helpers.resources import apply_resources, experiment, variant
+from tests.helpers.server import database_url_for_tests, wait_until
 
 T0 = dt.datetime(2026, 11, 1, 10, 0, 0, tzinfo=dt.UTC)
 
@@ -156,17 +161,8 @@ def test_import__header_only__nothing_to_import(checkout, tmp_path):
 
 def test_import__experiment_whose_splits_changed__rows_in_the_current_cohort(demo_config, tmp_path):
     # Given the demo experiment, active, after a change of its splits (cohort 2)
-    apply_yaml(
-        """
-schemaVersion: 1
-kind: experiment
-metadata: {id: checkout-button, status: active}
-spec:
-  subjectType: user
-  variants:
-    - {id: control, control: true, split: 0.2}
-    - {id: green, split: 0.8}
-"""
+    apply_resources(
+        experiment("checkout-button", variants=[variant("control", 0.2, control=True), variant("green", 0.8)])
     )
     path = csv_file(tmp_path, "subject_id,variant_id\nu1,green\n")
 

@@ -10,73 +10,20 @@ import random
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
-from django.utils import timezone
 
 from assignments.linking import MAX_LINK_ROWS
-from assignments.models import Assignment, Experiment, SubjectType
-from idlinks.models import IdentifierLink
-from tests.assignments.helpers import reference_variant
-from tests.conftest import apply_yaml
-from tests.observability import sample, samples
+from assignments.models import Assignment
+from tests.helpers.assignments import assigned_store, reference_variant
+from tests.helpers.idlinks import component_store, links_store
+from tests.helpers.observability import sample, samples
+from tests.helpers.resources import BANNER_FOLLOWING_LINKS, apply_resources
 
-CONFIG = """
-schemaVersion: 1
-kind: subjecttype
-metadata: {id: user}
----
-schemaVersion: 1
-kind: subjecttype
-metadata: {id: cookie}
----
-schemaVersion: 1
-kind: experiment
-metadata: {id: banner, status: active}
-spec:
-  subjectType: cookie
-  followLinks: true
-  variants:
-    - {id: control, control: true, split: 0.5}
-    - {id: green, split: 0.5}
-"""
 SPLITS = [("control", 0.5), ("green", 0.5)]
 
 
 @pytest.fixture
 def config(db):
-    apply_yaml(CONFIG)
-
-
-def links_store(pairs) -> None:
-    """Store links between (subject type key, subject ID) pairs, in the canonical order of idlinks."""
-    types = dict(SubjectType.objects.values_list("key", "pk"))
-    rows = []
-    for first, second in pairs:
-        (type_a, id_a), (type_b, id_b) = sorted([(types[first[0]], first[1]), (types[second[0]], second[1])])
-        rows.append(
-            IdentifierLink(subject_type_a_id=type_a, subject_id_a=id_a, subject_type_b_id=type_b, subject_id_b=id_b)
-        )
-    IdentifierLink.objects.bulk_create(rows, batch_size=5000)
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("ANALYZE idlinks_identifierlink")
-
-
-def component_store(side: int) -> None:
-    """Cookies a000... each linked to each of as many cookies b000...: a component any client of
-    POST /id-link can build, every identifier within 2 links of every other."""
-    links_store((("cookie", f"a{i:03d}"), ("cookie", f"b{j:03d}")) for i in range(side) for j in range(side))
-
-
-def assigned_store(subject_id: str, variant: str) -> None:
-    experiment = Experiment.objects.get(key="banner")
-    Assignment.objects.create(
-        experiment=experiment,
-        subject_id=subject_id,
-        variant=experiment.variants.get(key=variant),
-        cohort=1,
-        source=Assignment.Source.HASHED,
-        created_at=timezone.now(),
-    )
+    apply_resources(*BANNER_FOLLOWING_LINKS)
 
 
 def test_link_walk__component_past_the_row_bound__formula_decides_and_the_bound_is_counted(api, admin_token, config):
@@ -85,7 +32,7 @@ def test_link_walk__component_past_the_row_bound__formula_decides_and_the_bound_
     side = 320
     assert 2 * side * side > MAX_LINK_ROWS
     component_store(side)
-    assigned_store("a000", "green")
+    assigned_store("banner", "a000", "green")
     batch = [f"b{j:03d}" for j in range(100)]
     before = samples(api.get("/metrics", token=admin_token).content.decode())
 
@@ -104,7 +51,7 @@ def test_link_walk__component_past_the_row_bound__formula_decides_and_the_bound_
 def test_link_walk__component_within_the_bounds__carried_over_and_nothing_counted(api, admin_token, config):
     # Given a component of 60 by 60 cookies, one assigned `green`
     component_store(60)
-    assigned_store("a000", "green")
+    assigned_store("banner", "a000", "green")
     batch = [f"b{j:03d}" for j in range(60)] + [f"a{i:03d}" for i in range(1, 60)]
     before = samples(api.get("/metrics", token=admin_token).content.decode())
 

@@ -13,24 +13,15 @@ from django.core.management import CommandError, call_command
 
 from assignments.models import ResourceChange
 from assignments.resources import ResourceInvalid
-from tests.conftest import apply_yaml
-from tests.server import PROJECT_DIR, database_url_for_tests
-
-USER = "schemaVersion: 1\nkind: subjecttype\nmetadata: {id: user}\n"
-EXPERIMENT = """
-schemaVersion: 1
-kind: experiment
-metadata: {{id: checkout, status: {status}}}
-spec:
-  subjectType: user
-  variants:
-    - {{id: control, control: true, split: {split}}}
-    - {{id: green, split: {rest}}}
-"""
+from tests.helpers import PROJECT_DIR
+from tests.helpers.resources import apply_resources, experiment, subject_type, variant
+from tests.helpers.server import database_url_for_tests
 
 
-def experiment(status: str = "active", split: float = 0.5) -> str:
-    return USER + "---\n" + EXPERIMENT.format(status=status, split=split, rest=round(1 - split, 6))
+def checkout(status: str = "active", split: float = 0.5) -> tuple[dict, ...]:
+    """The subject type `user` and the experiment `checkout`, control at `split` and green at the rest."""
+    variants = [variant("control", split, control=True), variant("green", round(1 - split, 6))]
+    return subject_type("user"), experiment("checkout", status=status, variants=variants)
 
 
 def history(resource_id: str = "checkout") -> list[ResourceChange]:
@@ -44,8 +35,8 @@ def run(*args: str) -> list[str]:
 
 
 def test_apply__creation_and_change__one_entry_each_with_documents_and_os_user(db):
-    apply_yaml(experiment())
-    apply_yaml(experiment(split=0.2))
+    apply_resources(*checkout())
+    apply_resources(*checkout(split=0.2))
 
     first, second = history()
     assert (first.resource_version, first.before, first.channel) == (1, None, "command")
@@ -57,19 +48,19 @@ def test_apply__creation_and_change__one_entry_each_with_documents_and_os_user(d
 
 
 def test_apply__unchanged_dry_run_or_refused__no_entry(db):
-    apply_yaml(experiment())
+    apply_resources(*checkout())
 
-    apply_yaml(experiment())
-    apply_yaml(experiment(split=0.3), dry_run=True)
+    apply_resources(*checkout())
+    apply_resources(*checkout(split=0.3), dry_run=True)
     with pytest.raises(ResourceInvalid):
-        apply_yaml(experiment(status="draft", split=0.3))
+        apply_resources(*checkout(status="draft", split=0.3))
 
     assert [change.resource_version for change in history()] == [1]
 
 
 def test_resource_history__newest_first_with_who_and_a_diff(db):
-    apply_yaml(experiment())
-    apply_yaml(experiment(status="ended"))
+    apply_resources(*checkout())
+    apply_resources(*checkout(status="ended"))
 
     lines = run("experiment", "CHECKOUT")
 
@@ -93,7 +84,7 @@ def test_resource_history__unknown_kind__fails(db):
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_resource_history_process__output_on_stdout_and_exit_codes():
-    apply_yaml(USER)
+    apply_resources(subject_type("user"))
     env = {**os.environ, "DATABASE_URL": database_url_for_tests(), "SECRET_KEY": "history-tests"}
 
     def history_of(*args: str) -> subprocess.CompletedProcess:

@@ -7,8 +7,10 @@ import pytest
 from assignments.assigning import assign_subjects
 from assignments.models import Assignment, Cohort, Experiment, Lab, SubjectType, Variant
 from assignments.resources import ResourceInvalid, resources_parse
-from tests.conftest import apply_yaml
+from tests.helpers.resources import apply_yaml
 
+# The parser's own tests: the YAML text is their subject (syntax, quoting, the document and field an error
+# names), so it is written out here rather than built with tests.helpers.resources.
 USER = """
 schemaVersion: 1
 kind: subjecttype

@@ -14,7 +14,7 @@ from django.core.management import call_command
 from assignments.assigning import assign_subjects
 from assignments.models import Assignment, Experiment
 from tests.factories import AssignmentFactory, ExperimentFactory
-from tests.processes import run_manage, run_manage_reader_leaves
+from tests.helpers.processes import run_manage, run_manage_reader_leaves
 
 T0 = dt.datetime(2026, 11, 1, 10, 0, 0, tzinfo=dt.UTC)
 

@@ -7,8 +7,9 @@ import json
 import pytest
 
 from assignments.models import Assignment, Experiment
-from tests.assignments.helpers import assert_problem, error_fields, reference_variant
-from tests.conftest import apply_yaml
+from tests.helpers.api import assert_problem, error_fields
+from tests.helpers.assignments import reference_variant
+from tests.helpers.resources import apply_yaml
 
 PATH = "/assignments"
 DEMO_SPLITS = [("control", 0.5), ("green", 0.5)]

@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 
 from assignments.cache import experiment_catalog
 from assignments.models import Assignment
-from tests.conftest import apply_yaml
+from tests.helpers.resources import apply_yaml
 
 PATH = "/assignments"
 

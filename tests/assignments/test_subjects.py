@@ -10,9 +10,8 @@ from assignments.linking import FANOUT, MAX_DEPTH, MAX_IDENTIFIERS
 from assignments.models import SubjectType
 from assignments.subjects import ConnectedIdentifier, identifiers_connected
 from idlinks.models import IdentifierLink
-from tests.assignments.test_link_walk_bounds import links_store
 from tests.factories import SubjectTypeFactory
-from tests.idlinks.helpers import link
+from tests.helpers.idlinks import link, links_store
 
 
 @pytest.fixture
@@ -166,7 +165,9 @@ def test_identifiers_connected__deeper_than_max_depth__truncated_at_max_depth_by
 def test_identifiers_connected__more_than_max_identifiers__the_first_by_the_walks_order_and_truncated(
     subject_types,
 ):
-    links_store([*unrelated_links(), *((("user", "hub"), ("Cookie", f"c-{index:04d}")) for index in range(MAX_IDENTIFIERS + 5))])
+    links_store(
+        [*unrelated_links(), *((("user", "hub"), ("Cookie", f"c-{index:04d}")) for index in range(MAX_IDENTIFIERS + 5))]
+    )
 
     result = connected(subject_types, "user", "hub")
 

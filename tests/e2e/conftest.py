@@ -1,35 +1,19 @@
 """The service on a private PostgreSQL cluster (devtools/cluster.py), for the end-to-end tests that stop its
 database: migrated, configured with the demo configuration, and a proxy token to call it with; and where
-the servers' logs go (tests/server.py)."""
+the servers' logs go (tests/helpers/server.py)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
 
 from devtools.cluster import Cluster, ClusterUnavailable, private_cluster
-from tests import server
-from tests.conftest import DEMO_YAML
-from tests.server import PROJECT_DIR
+from tests.helpers import server
+from tests.helpers.processes import manage_output
+from tests.helpers.resources import DEMO_YAML
 
 SECRET_KEY = "e2e-private-cluster-not-secret"
-
-
-def manage(*args: str, env: dict[str, str]) -> str:
-    result = subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=PROJECT_DIR,
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stdout
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -55,16 +39,16 @@ def cluster() -> Iterator[Cluster]:
 def service_env(cluster, tmp_path_factory) -> dict[str, str]:
     """The environment of a migrated, configured service on the cluster."""
     env = {"DATABASE_URL": cluster.url("service"), "SECRET_KEY": SECRET_KEY}
-    manage("migrate", "--no-input", env=env)
+    manage_output("migrate", "--no-input", env=env)
     config = tmp_path_factory.mktemp("config") / "config.yaml"
     config.write_text(DEMO_YAML)
-    manage("apply_resources", str(config), env=env)
+    manage_output("apply_resources", str(config), env=env)
     return env
 
 
 @pytest.fixture(scope="module")
 def proxy_token(service_env) -> str:
-    output = manage(
+    output = manage_output(
         "shell",
         "-c",
         "from tokens.services import api_token_create; print(api_token_create(name='e2e-outage', role='proxy')[1])",

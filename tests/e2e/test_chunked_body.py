@@ -8,8 +8,8 @@ import httpx
 import pytest
 from django.conf import settings
 
-from tests.conftest import DEMO_YAML, apply_yaml
-from tests.server import database_url_for_tests, gunicorn, wait_until
+from tests.helpers.resources import DEMO_YAML, apply_yaml
+from tests.helpers.server import database_url_for_tests, gunicorn, wait_until
 from tokens.services import api_token_create
 
 pytestmark = [pytest.mark.postgres, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]

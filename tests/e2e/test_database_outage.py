@@ -13,13 +13,13 @@ import httpx
 import pytest
 
 from core.healthz import PROBE_REUSE_SECONDS
-from tests.server import gunicorn, gunicorn_log, silent_server, wait_until
+from tests.helpers.api import PROBLEM_CONTENT_TYPE
+from tests.helpers.server import gunicorn, gunicorn_log, silent_server, wait_until
 from tokens.crypto import token_generate
 
 pytestmark = [pytest.mark.postgres, pytest.mark.e2e]
 
 SECRET_KEY = "e2e-database-outage-not-secret"
-PROBLEM_CONTENT_TYPE = "application/problem+json"
 
 
 def timed(call):

@@ -12,7 +12,8 @@ import textwrap
 
 import pytest
 
-from tests.server import PROJECT_DIR, demo_server
+from tests.helpers import PROJECT_DIR
+from tests.helpers.server import demo_server
 
 pytestmark = [pytest.mark.e2e]
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.server import PROJECT_DIR, gunicorn, wait_until
+from tests.helpers import PROJECT_DIR
+from tests.helpers.server import gunicorn, wait_until
 
 pytestmark = pytest.mark.e2e
 

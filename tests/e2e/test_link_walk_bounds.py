@@ -11,9 +11,10 @@ import pytest
 from django.conf import settings
 
 from assignments.models import Assignment
-from tests.assignments.test_link_walk_bounds import CONFIG, assigned_store, component_store
-from tests.conftest import apply_yaml
-from tests.server import database_url_for_tests, gunicorn, wait_until
+from tests.helpers.assignments import assigned_store
+from tests.helpers.idlinks import component_store
+from tests.helpers.resources import BANNER_FOLLOWING_LINKS, apply_resources
+from tests.helpers.server import database_url_for_tests, gunicorn, wait_until
 from tokens.services import api_token_create
 
 pytestmark = [pytest.mark.postgres, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -24,9 +25,9 @@ SIDE = 300
 
 def test_link_walk__599_new_subjects_in_a_300_by_300_component__answered_within_the_statement_timeout():
     # Given a component of 90,000 links, 300 cookies each linked to each of 300 others, one of them assigned
-    apply_yaml(CONFIG)
+    apply_resources(*BANNER_FOLLOWING_LINKS)
     component_store(SIDE)
-    assigned_store("a000", "green")
+    assigned_store("banner", "a000", "green")
     batch = [f"a{i:03d}" for i in range(1, SIDE)] + [f"b{j:03d}" for j in range(SIDE)]
     _, token = api_token_create(name="walker")
     env = {"DATABASE_URL": database_url_for_tests(), "SECRET_KEY": SECRET_KEY}

@@ -15,9 +15,9 @@ import pytest
 from prometheus_client.mmap_dict import MmapedDict, mmap_key
 
 from core.observability.metricsfiles import FOLDED_KINDS
-from tests.conftest import DEMO_YAML, apply_yaml
-from tests.observability import request_lines, sample, samples
-from tests.server import database_url_for_tests, gunicorn, gunicorn_log, wait_until
+from tests.helpers.observability import request_lines, sample, samples
+from tests.helpers.resources import DEMO_YAML, apply_yaml
+from tests.helpers.server import database_url_for_tests, gunicorn, gunicorn_log, wait_until
 from tokens.models import Role
 from tokens.services import api_token_create
 

@@ -10,20 +10,19 @@ import httpx
 import pytest
 
 from devtools.ports import free_port
-from tests.server import PROJECT_DIR, demo_env, demo_server
+from tests.helpers import PROJECT_DIR
+from tests.helpers.resources import experiment, variant, yaml_documents
+from tests.helpers.server import demo_env, demo_server
 
 pytestmark = [pytest.mark.e2e]
 
-ENDED = """
-schemaVersion: 1
-kind: experiment
-metadata: {id: banner-copy, status: ended, parentId: growth}
-spec:
-  subjectType: cookie
-  variants:
-    - {id: control, control: true, split: 0.5}
-    - {id: short, split: 0.5}
-"""
+ENDED = experiment(
+    "banner-copy",
+    subject_type="cookie",
+    status="ended",
+    lab="growth",
+    variants=[variant("control", 0.5, control=True), variant("short", 0.5)],
+)
 
 
 def test_run_demo__prints_an_export_line__the_readme_example_answers_with_it(tmp_path):
@@ -46,7 +45,7 @@ def test_run_demo__demo_experiment_moved_on__refuses_and_says_how_to_start_over(
     manage = [str(PROJECT_DIR / ".venv" / "bin" / "python"), "manage.py"]
     subprocess.run([*manage, "migrate", "-v0"], cwd=PROJECT_DIR, env=env, check=True, timeout=120)
     subprocess.run([*manage, "apply_resources", "examples/demo.yaml"], cwd=PROJECT_DIR, env=env, check=True)
-    (tmp_path / "ended.yaml").write_text(ENDED)
+    (tmp_path / "ended.yaml").write_text(yaml_documents(ENDED))
     subprocess.run([*manage, "apply_resources", str(tmp_path / "ended.yaml")], cwd=PROJECT_DIR, env=env, check=True)
 
     # When the demo is started again

@@ -14,14 +14,14 @@ import psycopg
 import pytest
 
 from assignments.models import Assignment
-from tests.conftest import DEMO_YAML, apply_yaml
-from tests.server import database_url_for_tests, gunicorn, wait_until
+from tests.helpers.api import PROBLEM_CONTENT_TYPE
+from tests.helpers.resources import DEMO_YAML, apply_yaml
+from tests.helpers.server import database_url_for_tests, gunicorn, wait_until
 from tokens.services import api_token_create
 
 pytestmark = [pytest.mark.postgres, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 SECRET_KEY = "e2e-slow-database-not-secret"
-PROBLEM_CONTENT_TYPE = "application/problem+json"
 # The bound the service promises for a request blocked by the database (docs/how-to/operate.md).
 REQUEST_BOUND_SECONDS = 10
 HEALTHZ_BOUND_SECONDS = 3

@@ -10,22 +10,17 @@ import httpx
 import pytest
 
 from assignments.models import Assignment
-from tests.server import PROJECT_DIR, database_url_for_tests, gunicorn, wait_until
+from tests.helpers import PROJECT_DIR
+from tests.helpers.resources import experiment, variant, yaml_documents
+from tests.helpers.server import database_url_for_tests, gunicorn, wait_until
 from tokens.services import api_token_create
 
 pytestmark = [pytest.mark.postgres, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 SECRET_KEY = "e2e-subject-assignments-not-secret"
-NEW_EXPERIMENT = """
-schemaVersion: 1
-kind: experiment
-metadata: {id: onboarding, status: active, parentId: growth}
-spec:
-  subjectType: user
-  variants:
-    - {id: control, control: true, split: 0.5}
-    - {id: tour, split: 0.5}
-"""
+NEW_EXPERIMENT = experiment(
+    "onboarding", lab="growth", variants=[variant("control", 0.5, control=True), variant("tour", 0.5)]
+)
 
 
 def manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
@@ -83,7 +78,7 @@ def test_subject_assignments__demo_configuration_on_a_running_server__links_foll
 
         # When an operator starts a new experiment from another process
         config = tmp_path / "onboarding.yaml"
-        config.write_text(NEW_EXPERIMENT)
+        config.write_text(yaml_documents(NEW_EXPERIMENT))
         manage(env, "apply_resources", str(config))
 
         # Then every worker answers it on its next request for the subject's running experiments

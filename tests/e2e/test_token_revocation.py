@@ -11,9 +11,10 @@ import httpx
 import pytest
 from django.conf import settings
 
-from tests.conftest import DEMO_YAML, apply_yaml
-from tests.server import PROJECT_DIR, database_url_for_tests, gunicorn, gunicorn_log, wait_until
-from tests.tokens.test_secret_storage import all_table_text
+from tests.helpers import PROJECT_DIR
+from tests.helpers.database import all_table_text
+from tests.helpers.resources import DEMO_YAML, apply_yaml
+from tests.helpers.server import database_url_for_tests, gunicorn, gunicorn_log, wait_until
 from tokens.services import api_token_create
 
 pytestmark = [pytest.mark.postgres, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]

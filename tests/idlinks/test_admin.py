@@ -9,7 +9,7 @@ from assignments.distribution import assignments_distributed
 from core.admin import ESTIMATE_ABOVE_ROWS, EstimatedCountPaginator
 from idlinks.models import IdentifierLink
 from tests.factories import IdentifierLinkFactory, SubjectTypeFactory
-from tests.idlinks.helpers import link
+from tests.helpers.idlinks import link
 
 CHANGELIST = "/admin/idlinks/identifierlink/"
 

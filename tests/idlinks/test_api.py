@@ -8,8 +8,9 @@ import pytest
 from django.db import connection
 
 from idlinks.models import IdentifierLink
-from tests.conftest import ApiClient, database_unreachable
-from tests.idlinks.helpers import LINK_PATH, assert_problem, link_body, stored_links
+from tests.helpers.api import ApiClient, assert_problem
+from tests.helpers.database import database_unreachable
+from tests.helpers.idlinks import LINK_PATH, link_body, stored_links
 
 
 def test_id_link__new_pair__200_success_and_one_row(api, subject_types):

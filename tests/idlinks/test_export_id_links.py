@@ -15,7 +15,7 @@ from django.db import DataError, connection
 from core.exports import CHUNK_SIZE
 from idlinks.models import IdentifierLink
 from tests.factories import IdentifierLinkFactory
-from tests.processes import run_manage, run_manage_piped_to_head, run_manage_stderr_on_terminal
+from tests.helpers.processes import run_manage, run_manage_piped_to_head, run_manage_stderr_on_terminal
 
 HEADER = "subject_type_a,subject_id_a,subject_type_b,subject_id_b,created_at\n"
 COLUMNS = HEADER.strip().split(",")

@@ -10,7 +10,8 @@ from django.test.utils import CaptureQueriesContext
 from assignments import cache
 from assignments.models import SubjectType
 from tests.factories import SubjectTypeFactory
-from tests.idlinks.helpers import LINK_PATH, assert_problem, link_body, stored_links
+from tests.helpers.api import assert_problem
+from tests.helpers.idlinks import LINK_PATH, link_body, stored_links
 
 
 def test_id_link__warm_process__one_statement_the_insert(api, subject_types):

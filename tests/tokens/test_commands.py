@@ -12,7 +12,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from tests.server import PROJECT_DIR, database_url_for_tests
+from tests.helpers import PROJECT_DIR
+from tests.helpers.server import database_url_for_tests
 from tokens.models import ApiToken, Role
 from tokens.selectors import api_token_find
 from tokens.services import api_token_create, api_token_revoke

@@ -7,20 +7,11 @@ import re
 
 from django.contrib.auth.models import User
 from django.core.management import call_command
-from django.db import connection
 from django.test import Client
 
+from tests.helpers.database import all_table_text
+
 TOKEN_IN_PAGE = re.compile(r"[0-9a-f]{12}\.[A-Za-z0-9_-]{43}")
-
-
-def all_table_text() -> str:
-    """Every row of every table of the database, as text."""
-    chunks = []
-    with connection.cursor() as cursor:
-        for table in connection.introspection.table_names(cursor):
-            cursor.execute(f"SELECT * FROM {connection.ops.quote_name(table)}")
-            chunks.extend(repr(row) for row in cursor.fetchall())
-    return "\n".join(chunks)
 
 
 def test_tokens__created_by_command_and_admin_and_used__secret_in_no_table(demo_config, capsys):

@@ -8,7 +8,8 @@ from core.commands import ServiceCommand
 
 class Command(ServiceCommand):
     help = (
-        "On a Citus coordinator, turn the migrated database into the distributed layout (docs/how-to/scale-out-citus.md). "
+        "On a Citus coordinator, turn the migrated database into the distributed layout "
+        "(docs/how-to/scale-out-citus.md). "
         "Idempotent; prints what it distributed. On any other database it changes nothing and fails."
     )
 

@@ -11,8 +11,8 @@ from django.db import connection
 
 from core.healthz import database_probe, probe_connection
 from core.middleware.requestid import request_id_accept
-from tests.conftest import database_unreachable
-from tests.observability import captured_logs, json_lines
+from tests.helpers.database import database_unreachable
+from tests.helpers.observability import captured_logs, json_lines
 
 MADE = re.compile(r"[0-9a-f]{32}")
 BODY = {"experiment_id": "checkout-button", "subject_ids": ["u-1"]}

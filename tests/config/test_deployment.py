@@ -10,7 +10,7 @@ import sys
 import pytest
 from django.test import Client, override_settings
 
-from tests.server import PROJECT_DIR
+from tests.helpers import PROJECT_DIR
 
 PRODUCTION_ENV = {
     "DEBUG": "false",

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 from django.test import Client
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "reference" / "api.md"
+from tests.helpers import PROJECT_DIR
+
+DOC = PROJECT_DIR / "docs" / "reference" / "api.md"
 FIELD_ROW = re.compile(r"^\| `([a-z_]+)` \| (?:string|array|object|boolean)", re.MULTILINE)
 CODE_ROW = re.compile(r"^\| `([a-z_]+)` \| (\d{3}) \|", re.MULTILINE)
 MEMBER_ROW = re.compile(r"^\| `([a-z_]+)` \| (string|integer|array) \| (always)?", re.MULTILINE)

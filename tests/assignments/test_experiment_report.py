@@ -15,9 +15,10 @@ from django.core.management import CommandError, call_command
 from assignments.assigning import assign_subjects
 from assignments.models import Assignment, Experiment, Variant
 from assignments.reports import experiment_report
-from tests.conftest import apply_yaml
 from tests.factories import ExperimentFactory
-from tests.server import PROJECT_DIR, database_url_for_tests
+from tests.helpers import PROJECT_DIR
+from tests.helpers.resources import apply_yaml
+from tests.helpers.server import database_url_for_tests
 
 
 def report(*args: str) -> str:

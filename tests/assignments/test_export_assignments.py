@@ -17,8 +17,9 @@ from django.db import connection
 from assignments.models import Assignment, Experiment
 from core.exports import CHUNK_SIZE, atomic_output, streaming_read, time_ordered
 from tests.factories import AssignmentFactory, ExperimentFactory
-from tests.processes import run_manage_piped_to_head
-from tests.server import PROJECT_DIR, database_url_for_tests
+from tests.helpers import PROJECT_DIR
+from tests.helpers.processes import run_manage_piped_to_head
+from tests.helpers.server import database_url_for_tests
 
 HEADER = ["experiment_id", "subject_id", "variant_id", "cohort", "created_at", "source"]
 T0 = dt.datetime(2026, 11, 1, 10, 0, 0, tzinfo=dt.UTC)

@@ -1,4 +1,5 @@
-"""The distributed layout on Citus (docs/how-to/scale-out-citus.md): distribute_tables, the hot path's plans, a worker's outage.
+"""The distributed layout on Citus (docs/how-to/scale-out-citus.md): distribute_tables, the hot path's plans,
+a worker's outage.
 
 scripts/test-citus runs these on a coordinator with two workers, where the
 suite's own setup has run distribute_tables; on PostgreSQL and SQLite only the
@@ -26,7 +27,8 @@ from assignments.exports import assignment_rows
 from assignments.models import Assignment, AssignmentCount, Experiment
 from assignments.storage import FETCH, citus_insert
 from devtools.citus import citus_database_create
-from tests.server import PROJECT_DIR, wait_until
+from tests.helpers import PROJECT_DIR, resources
+from tests.helpers.server import wait_until
 
 on_citus = os.environ.get("TEST_CITUS") == "1"
 citus = pytest.mark.skipif(not on_citus, reason="needs the tables distributed on Citus (scripts/test-citus)")
@@ -227,5 +229,5 @@ def test_distribute_tables__database_with_rows__rows_and_counts_kept_and_countin
     assert (counted, stored) == (600, 600)
     # And new resources take new IDs (Citus restarts a distributed table's identity)
     lab = tmp_path / "lab.yaml"
-    lab.write_text("schemaVersion: 1\nkind: lab\nmetadata: {id: after-distribution}\n")
+    lab.write_text(resources.yaml_documents(resources.lab("after-distribution")))
     assert "created" in _manage(url, "apply_resources", str(lab))

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from assignments.models import Assignment
-from tests.assignments.helpers import assert_problem
+from tests.helpers.api import assert_problem
 
 DEPTH = 100_000
 

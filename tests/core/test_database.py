@@ -13,7 +13,7 @@ from django.test import Client
 from assignments.assigning import assign_subject, assign_subjects
 from assignments.models import Experiment, Variant
 from core.database import PREPARE_MIN_TABLE_BYTES, request_timeouts_apply, with_live_connection
-from tests.conftest import database_unreachable
+from tests.helpers.database import database_unreachable
 
 pytestmark = pytest.mark.postgres
 

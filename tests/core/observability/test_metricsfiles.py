@@ -12,8 +12,8 @@ from prometheus_client.mmap_dict import MmapedDict, mmap_key
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from core.observability.metricsfiles import metrics_directory_clean, worker_files_fold
-from tests.observability import sample
-from tests.server import PROJECT_DIR
+from tests.helpers import PROJECT_DIR
+from tests.helpers.observability import sample
 
 
 def write(path: Path, name: str, sample_name: str, labels: dict[str, str], value: float) -> None:

@@ -14,8 +14,7 @@ from pathlib import Path
 from devtools.gunicorn import gunicorn as devtools_gunicorn
 from devtools.ports import free_port, wait_for_port
 from devtools.processes import process_stop
-
-PROJECT_DIR = Path(__file__).resolve().parent.parent
+from tests.helpers import PROJECT_DIR
 
 
 @contextlib.contextmanager

@@ -1,12 +1,13 @@
-"""Shared checks for the assignment tests: the assignment formula and the error shape, written independently."""
+"""The assignment formula written independently, and assignments stored as another process would have."""
 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 
-PROBLEM_CONTENT_TYPE = "application/problem+json"
+from django.utils import timezone
+
+from assignments.models import Assignment, Experiment
 
 
 def reference_variant(salt: str, subject_id: str, splits: Sequence[tuple[str, float]]) -> str:
@@ -26,18 +27,14 @@ def reference_variant(salt: str, subject_id: str, splits: Sequence[tuple[str, fl
     return [variant for variant, split in splits if split > 0][-1]
 
 
-def assert_problem(response, *, status: int, code: str) -> dict:
-    """The response is RFC 9457 problem+json with our members; returns the body."""
-    assert response.status_code == status, response.content
-    assert response["Content-Type"].split(";")[0] == PROBLEM_CONTENT_TYPE
-    body = json.loads(response.content)
-    assert body["type"] == "about:blank"
-    assert body["status"] == status
-    assert body["code"] == code
-    assert isinstance(body["title"], str) and body["title"]
-    assert isinstance(body["detail"], str) and body["detail"]
-    return body
-
-
-def error_fields(body: dict) -> list[str]:
-    return [error["field"] for error in body["errors"]]
+def assigned_store(experiment_key: str, subject_id: str, variant: str) -> None:
+    """A hashed assignment of cohort 1 stored directly, as an earlier request would have."""
+    experiment = Experiment.objects.get(key=experiment_key)
+    Assignment.objects.create(
+        experiment=experiment,
+        subject_id=subject_id,
+        variant=experiment.variants.get(key=variant),
+        cohort=1,
+        source=Assignment.Source.HASHED,
+        created_at=timezone.now(),
+    )

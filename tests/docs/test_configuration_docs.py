@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.server import PROJECT_DIR
+from tests.helpers import PROJECT_DIR
 
 CONFIGURATION_DOC = PROJECT_DIR / "docs" / "reference" / "configuration.md"
 # Every other page a reader may take settings from.

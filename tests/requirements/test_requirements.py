@@ -13,7 +13,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from tests.server import PROJECT_DIR
+from tests.helpers import PROJECT_DIR
 
 IN_FILES = sorted(PROJECT_DIR.glob("requirements*.in"))
 LOCK_FILES = sorted(PROJECT_DIR.glob("requirements*.txt"))

@@ -19,19 +19,12 @@ from django.conf import settings
 
 from core.healthz import database_probe, probe_connection
 from core.observability.logformats import JsonFormatter, TextFormatter
-from tests.conftest import apply_yaml
-from tests.observability import captured_logs, json_lines, request_lines
+from tests.helpers.observability import captured_logs, json_lines, request_lines
+from tests.helpers.resources import apply_resources, experiment, variant
 
-COOKIE_EXPERIMENT = """
-schemaVersion: 1
-kind: experiment
-metadata: {id: banner, status: active}
-spec:
-  subjectType: cookie
-  variants:
-    - {id: control, control: true, split: 0.5}
-    - {id: short, split: 0.5}
-"""
+COOKIE_EXPERIMENT = experiment(
+    "banner", subject_type="cookie", variants=[variant("control", 0.5, control=True), variant("short", 0.5)]
+)
 
 
 @pytest.fixture(autouse=True)
@@ -72,7 +65,7 @@ def test_experiment_assignments__one_line__method_path_status_duration_experimen
 
 
 def test_assignments__batch_is_the_experiments_answered__one_named_is_the_experiment(api, demo_config):
-    apply_yaml(COOKIE_EXPERIMENT)
+    apply_resources(COOKIE_EXPERIMENT)
     with captured_logs() as logs:
         everything = api.post("/assignments", {"subject": {"user": "u-9", "cookie": "c-9"}})
         one = api.post("/assignments", {"subject": {"user": "u-9"}, "experiments": ["checkout-button"]})

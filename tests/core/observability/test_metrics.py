@@ -14,22 +14,18 @@ from assignments.models import Assignment, Experiment
 from core.healthz import database_probe, probe_connection
 from core.observability.metrics import REGISTRY
 from idlinks.services import Identifier, id_link_create
-from tests.conftest import apply_yaml, database_unreachable
-from tests.locks import lock_waits_query
-from tests.observability import Samples, sample, samples
-from tests.server import wait_until
+from tests.helpers import resources
+from tests.helpers.database import database_unreachable, lock_waits_query
+from tests.helpers.observability import Samples, sample, samples
+from tests.helpers.resources import apply_resources
+from tests.helpers.server import wait_until
 
-FOLLOWING = """
-schemaVersion: 1
-kind: experiment
-metadata: {id: banner, status: active}
-spec:
-  subjectType: cookie
-  followLinks: true
-  variants:
-    - {id: control, control: true, split: 0.5}
-    - {id: short, split: 0.5}
-"""
+FOLLOWING = resources.experiment(
+    "banner",
+    subject_type="cookie",
+    follow_links=True,
+    variants=[resources.variant("control", 0.5, control=True), resources.variant("short", 0.5)],
+)
 HELP_NAMES = {
     "http_requests_total",
     "http_request_duration_seconds",
@@ -133,7 +129,7 @@ def test_requests__counted_by_endpoint_method_status_and_timed(api, admin_token,
 
 def test_assignments_created__by_experiment_and_source__stored_ones_not_again(api, admin_token, demo_config):
     # Given a cookie experiment that follows links, and c-2 linked through a user to c-1
-    apply_yaml(FOLLOWING)
+    apply_resources(FOLLOWING)
     before = scrape(admin_token)
     assign(api, "checkout-button", ["n-1", "n-2", "n-1"])
     assign(api, "checkout-button", ["n-1", "n-2", "n-3"])
@@ -217,26 +213,7 @@ def blocked_on_a_lock() -> bool:
 @pytest.mark.django_db(transaction=True)
 def test_conflicts_lost__a_concurrent_request_stored_first__counted_and_its_rows_answered(api, admin_token):
     # Given an experiment, and another session that has inserted two of the subjects and not committed yet
-    apply_yaml(
-        """
-schemaVersion: 1
-kind: subjecttype
-metadata: {id: user}
----
-schemaVersion: 1
-kind: lab
-metadata: {id: race}
----
-schemaVersion: 1
-kind: experiment
-metadata: {id: race-exp, status: active, parentId: race}
-spec:
-  subjectType: user
-  variants:
-    - {id: control, control: true, split: 0.5}
-    - {id: green, split: 0.5}
-"""
-    )
+    apply_resources(resources.subject_type("user"), resources.lab("race"), resources.experiment("race-exp", lab="race"))
     experiment = Experiment.objects.get(key="race-exp")
     variant = experiment.variants.get(key="green")
     before = scrape(admin_token)

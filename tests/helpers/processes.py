@@ -1,9 +1,9 @@
 """manage.py commands run as real processes, for what only a process shows: exit codes, what reaches
 stdout and stderr, a reader that closes stdout early, and stderr being a terminal or a pipe.
 
-They use the test session's PostgreSQL database (tests.server.database_url_for_tests), so the tests
-that call them are `@pytest.mark.postgres` and `django_db(transaction=True)` (the rows they set up
-must be committed for another process to see them).
+The run_manage* ones use the test session's PostgreSQL database (tests.helpers.server.database_url_for_tests),
+so the tests that call them are `@pytest.mark.postgres` and `django_db(transaction=True)` (the rows they set
+up must be committed for another process to see them); manage_output uses the database its env names.
 """
 
 from __future__ import annotations
@@ -17,9 +17,24 @@ import termios
 import threading
 from dataclasses import dataclass
 
-from tests.server import PROJECT_DIR, database_url_for_tests
+from tests.helpers import PROJECT_DIR
+from tests.helpers.server import database_url_for_tests
 
 CLOSED_STDOUT_MESSAGE = "stdout was closed before the command finished"
+
+
+def manage_output(*args: str, env: dict[str, str]) -> str:
+    """Run `manage.py args` with env added to ours; its stdout, after checking it succeeded."""
+    result = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=PROJECT_DIR,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
 
 
 def manage_env() -> dict[str, str]:

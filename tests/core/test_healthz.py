@@ -17,12 +17,12 @@ from django.test import Client, RequestFactory
 
 from core.healthz import DatabaseProbe, ProbeConnection, connection_open, database_probe, probe_connection
 from core.middleware.guards import DatabaseUnavailableMiddleware
-from tests.conftest import database_unreachable
-from tests.server import wait_until
+from tests.helpers.api import PROBLEM_CONTENT_TYPE
+from tests.helpers.database import database_unreachable
+from tests.helpers.server import wait_until
 
 OK = {"status": "ok", "database": "ok"}
 UNAVAILABLE = {"status": "unavailable", "database": "unavailable"}
-PROBLEM_CONTENT_TYPE = "application/problem+json"
 
 
 @pytest.fixture

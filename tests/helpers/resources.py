@@ -1,0 +1,92 @@
+"""Resource documents for set-up, built as dicts and applied through the real parser and apply path.
+
+A test whose subject is the YAML text itself (syntax, comments, quoting, messages naming a document or a
+line) writes that text inline instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from assignments.configuring import Actor, resources_apply
+from assignments.resources import resources_parse
+
+
+def _without_none(fields: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in fields.items() if value is not None}
+
+
+def subject_type(key: str, *, name: str | None = None, status: str | None = None) -> dict:
+    metadata = _without_none({"id": key, "name": name, "status": status})
+    return {"schemaVersion": 1, "kind": "subjecttype", "metadata": metadata}
+
+
+def lab(key: str, *, name: str | None = None) -> dict:
+    return {"schemaVersion": 1, "kind": "lab", "metadata": _without_none({"id": key, "name": name})}
+
+
+def variant(key: str, split: float, *, control: bool = False, name: str | None = None) -> dict:
+    return _without_none({"id": key, "name": name, "control": True if control else None, "split": split})
+
+
+def control_and_green() -> list[dict]:
+    """The two variants most tests need: `control` (the control) and `green`, 50/50."""
+    return [variant("control", 0.5, control=True), variant("green", 0.5)]
+
+
+def experiment(
+    key: str,
+    *,
+    subject_type: str = "user",
+    status: str | None = "active",
+    lab: str | None = None,
+    name: str | None = None,
+    salt: str | None = None,
+    hypothesis: str | None = None,
+    winning_variant: str | None = None,
+    follow_links: bool | None = None,
+    variants: list[dict] | None = None,
+) -> dict:
+    """An experiment document; active, on `user`, with control_and_green() unless told otherwise."""
+    return {
+        "schemaVersion": 1,
+        "kind": "experiment",
+        "metadata": _without_none({"id": key, "name": name, "status": status, "parentId": lab}),
+        "spec": _without_none(
+            {
+                "subjectType": subject_type,
+                "hypothesis": hypothesis,
+                "salt": salt,
+                "winningVariant": winning_variant,
+                "followLinks": follow_links,
+                "variants": control_and_green() if variants is None else variants,
+            }
+        ),
+    }
+
+
+def yaml_documents(*documents: dict) -> str:
+    """The documents as one YAML stream, the form apply_resources and the export read and write."""
+    return yaml.safe_dump_all(documents, sort_keys=False)
+
+
+def apply_yaml(text: str, *, dry_run: bool = False):
+    return resources_apply(specs=resources_parse(text, file="test.yaml"), actor=Actor.command(), dry_run=dry_run)
+
+
+def apply_resources(*documents: dict, dry_run: bool = False):
+    """Apply the documents as `manage.py apply_resources` would, through the YAML parser."""
+    return apply_yaml(yaml_documents(*documents), dry_run=dry_run)
+
+
+# The demo configuration: subject types `user` and `cookie`, the active experiment `checkout-button` (50/50).
+DEMO_RESOURCES = (subject_type("user"), subject_type("cookie"), experiment("checkout-button"))
+DEMO_YAML = yaml_documents(*DEMO_RESOURCES)
+# The link-walk tests' configuration: the active experiment `banner` (50/50) on cookies, following links.
+BANNER_FOLLOWING_LINKS = (
+    subject_type("user"),
+    subject_type("cookie"),
+    experiment("banner", subject_type="cookie", follow_links=True),
+)
