@@ -14,27 +14,13 @@ from assignments.models import Cohort, Experiment, Lab, ResourceChange, SubjectT
 from assignments.resources import resource_document
 from tests.factories import AssignmentFactory
 from tests.helpers.browser import form_fields
-from tests.helpers.resources import apply_yaml
+from tests.helpers.resources import apply_resources, experiment, split_variants, subject_type
 
-EXPERIMENT_YAML = """
-schemaVersion: 1
-kind: subjecttype
-metadata: {{id: user}}
----
-schemaVersion: 1
-kind: subjecttype
-metadata: {{id: device}}
----
-schemaVersion: 1
-kind: experiment
-metadata: {{id: {key}, status: active}}
-spec:
-  subjectType: user
-  hypothesis: Green sells more
-  variants:
-    - {{id: control, control: true, split: 0.5}}
-    - {{id: green, split: 0.5}}
-"""
+
+def apply_experiment(key: str, **fields) -> None:
+    """Subject types `user` and `device`, and the experiment: active, on `user`, 50/50, "Green sells more"."""
+    fields.setdefault("hypothesis", "Green sells more")
+    apply_resources(subject_type("user"), subject_type("device"), experiment(key, **fields))
 
 
 @pytest.fixture
@@ -50,7 +36,7 @@ def staff_client(client, staff):
 
 @pytest.fixture
 def checkout(db) -> Experiment:
-    apply_yaml(EXPERIMENT_YAML.format(key="checkout"))
+    apply_experiment("checkout")
     return Experiment.objects.get(key="checkout")
 
 
@@ -129,8 +115,8 @@ def test_admin_edit__follow_links_ticked__saved_with_history_by_staff(staff_clie
 
 def test_admin_edit__same_change_as_yaml__identical_stored_results(staff_client, db):
     # Given two identical experiments
-    apply_yaml(EXPERIMENT_YAML.format(key="by-admin"))
-    apply_yaml(EXPERIMENT_YAML.format(key="by-yaml"))
+    apply_experiment("by-admin")
+    apply_experiment("by-yaml")
     by_admin, by_yaml = Experiment.objects.get(key="by-admin"), Experiment.objects.get(key="by-yaml")
 
     # When one gets a third variant and a new name in the admin, the other the same change in YAML
@@ -144,13 +130,10 @@ def test_admin_edit__same_change_as_yaml__identical_stored_results(staff_client,
         variants__2__split="0.3",
     )
     assert response.status_code == 302, errors_of(response)
-    apply_yaml(
-        EXPERIMENT_YAML.format(key="by-yaml")
-        .replace(
-            "metadata: {id: by-yaml, status: active}", "metadata: {id: by-yaml, name: Button colour, status: active}"
-        )
-        .replace("control: true, split: 0.5", "control: true, split: 0.4")
-        .replace("{id: green, split: 0.5}", "{id: green, split: 0.3}\n    - {id: blue, split: 0.3}")
+    apply_experiment(
+        "by-yaml",
+        name="Button colour",
+        variants=split_variants([("control", 0.4), ("green", 0.3), ("blue", 0.3)]),
     )
 
     # Then both store the same document, cohorts and versions (but for their IDs)
@@ -337,7 +320,7 @@ def test_admin_edit__page_opened_before_another_change__refused_and_that_change_
     # Given staff opened the page, and the experiment then changed in YAML
     page = staff_client.get(change_url(checkout))
     data = form_fields(page.content.decode(), form_id="experiment_form")
-    apply_yaml(EXPERIMENT_YAML.format(key="checkout").replace("Green sells more", "Green sells much more"))
+    apply_experiment("checkout", hypothesis="Green sells much more")
     before = stored(checkout)
 
     # When they save their edit of the page they opened

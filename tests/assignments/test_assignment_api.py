@@ -11,27 +11,13 @@ from assignments.cache import experiment_states
 from assignments.models import Assignment, Experiment
 from tests.helpers.api import assert_problem, error_fields
 from tests.helpers.assignments import reference_variant
-from tests.helpers.resources import apply_yaml
+from tests.helpers.resources import apply_resources, experiment, split_variants
 
 PATH = "/experiment-assignments"
 DEMO_SPLITS = [("control", 0.5), ("green", 0.5)]
 
 
-def experiment_yaml(*, status: str = "active", splits=DEMO_SPLITS, winner: str | None = None, key="checkout-button"):
-    variants = "\n".join(
-        f"    - {{id: {variant}, split: {split}{', control: true' if index == 0 else ''}}}"
-        for index, (variant, split) in enumerate(splits)
-    )
-    winner_line = f"\n  winningVariant: {winner}" if winner else ""
-    return f"""
-schemaVersion: 1
-kind: experiment
-metadata: {{id: {key}, status: {status}}}
-spec:
-  subjectType: user{winner_line}
-  variants:
-{variants}
-"""
+ALL_GREEN = [("control", 0.0), ("green", 1.0)]
 
 
 def stored(experiment_key: str = "checkout-button") -> dict[str, tuple[str, int]]:
@@ -143,7 +129,7 @@ def test_assign__experiment_id_in_other_case__matches_the_experiment(api, demo_c
 
 
 def test_assign__variant_ids__returned_exactly_as_written_in_the_configuration(api, demo_config):
-    apply_yaml(experiment_yaml(splits=[("Control-A", 0.0), ("Green.B", 1.0)]))
+    apply_resources(experiment("checkout-button", variants=split_variants([("Control-A", 0.0), ("Green.B", 1.0)])))
 
     assignments = json.loads(assign(api, ["u1"]).content)["assignments"]
 
@@ -176,7 +162,7 @@ def test_assign__experiment_created_by_another_process_after_a_404__found_next_t
     monkeypatch.setattr(experiment_states, "clear", lambda: None)
     assert_problem(assign(api, ["u1"], experiment_id="late"), status=404, code="experiment_not_found")
 
-    apply_yaml(experiment_yaml(key="late"))
+    apply_resources(experiment("late"))
 
     assert assign(api, ["u1"], experiment_id="late").status_code == 200
 
@@ -184,11 +170,11 @@ def test_assign__experiment_created_by_another_process_after_a_404__found_next_t
 @pytest.mark.parametrize("status", ["draft", "ended", "archived"])
 def test_assign__experiment_not_active__409_with_its_status_and_nothing_stored(api, demo_config, status):
     # Given an experiment that has stored assignments, then left (or never reached) `active`
-    apply_yaml(experiment_yaml(key="other", status="draft"))
+    apply_resources(experiment("other", status="draft"))
     if status != "draft":
-        apply_yaml(experiment_yaml(key="other", status="active"))
+        apply_resources(experiment("other"))
         assign(api, ["u1"], experiment_id="other")
-        apply_yaml(experiment_yaml(key="other", status=status))
+        apply_resources(experiment("other", status=status))
     before = Assignment.objects.count()
 
     response = assign(api, ["u1", "u2"], experiment_id="OTHER")
@@ -201,7 +187,7 @@ def test_assign__experiment_not_active__409_with_its_status_and_nothing_stored(a
 def test_assign__winner_declared__everyone_gets_the_winner_and_nothing_is_stored(api, demo_config):
     # Given u1 (control) and u2 (green) stored while active, then `control` declared the winner
     assign(api, ["u1", "u2"])
-    apply_yaml(experiment_yaml(status="winner_declared", winner="control"))
+    apply_resources(experiment("checkout-button", status="winner_declared", winning_variant="control"))
     before = stored()
 
     response = assign(api, ["u1", "u2", "new-1", "new-2", "new-1"])
@@ -215,7 +201,7 @@ def test_assign__winner_declared__everyone_gets_the_winner_and_nothing_is_stored
 
 
 def test_assign__winner_declared_winner_id_case__answered_as_written_on_the_variant(api, demo_config):
-    apply_yaml(experiment_yaml(status="winner_declared", winner="GREEN"))
+    apply_resources(experiment("checkout-button", status="winner_declared", winning_variant="GREEN"))
     assert json.loads(assign(api, ["u1"]).content) == {"assignments": {"u1": "green"}}
     assert Assignment.objects.count() == 0
 
@@ -227,7 +213,7 @@ def test_assign__splits_changed__old_assignments_kept_and_new_subjects_in_cohort
     assert set(before.values()) == {"control", "green"}
 
     # When the splits change to 0/100
-    apply_yaml(experiment_yaml(splits=[("control", 0.0), ("green", 1.0)]))
+    apply_resources(experiment("checkout-button", variants=split_variants(ALL_GREEN)))
     new_subjects = [f"new-{index}" for index in range(200)]
     after = json.loads(assign(api, old_subjects + new_subjects).content)["assignments"]
 
@@ -242,8 +228,8 @@ def test_assign__splits_changed__old_assignments_kept_and_new_subjects_in_cohort
 
 
 def test_assign__third_cohort__new_subjects_follow_its_splits(api, demo_config):
-    apply_yaml(experiment_yaml(splits=[("control", 0.0), ("green", 1.0)]))
-    apply_yaml(experiment_yaml(splits=[("control", 1.0), ("green", 0.0)]))
+    apply_resources(experiment("checkout-button", variants=split_variants(ALL_GREEN)))
+    apply_resources(experiment("checkout-button", variants=split_variants([("control", 1.0), ("green", 0.0)])))
 
     response = assign(api, ["a", "b", "c"])
 
@@ -258,7 +244,7 @@ def test_assign__changes_applied_by_another_process__honoured_by_the_next_reques
     monkeypatch.setattr(experiment_states, "clear", lambda: None)
 
     # When the splits change elsewhere, new subjects follow the new splits, in cohort 2
-    apply_yaml(experiment_yaml(splits=[("control", 0.0), ("green", 1.0)]))
+    apply_resources(experiment("checkout-button", variants=split_variants(ALL_GREEN)))
     assert json.loads(assign(api, ["u1", "n1", "n2"]).content)["assignments"] == {
         "u1": "control",
         "n1": "green",
@@ -267,7 +253,7 @@ def test_assign__changes_applied_by_another_process__honoured_by_the_next_reques
     assert stored()["n1"] == ("green", 2)
 
     # And when the experiment ends elsewhere, the next request is refused and stores nothing
-    apply_yaml(experiment_yaml(status="ended", splits=[("control", 0.0), ("green", 1.0)]))
+    apply_resources(experiment("checkout-button", status="ended", variants=split_variants(ALL_GREEN)))
     body = assert_problem(assign(api, ["n3"]), status=409, code="experiment_not_active")
     assert body["experiment_status"] == "ended"
     assert "n3" not in stored()

@@ -17,7 +17,7 @@ from assignments.models import Assignment, Experiment, Variant
 from assignments.reports import experiment_report
 from tests.factories import ExperimentFactory
 from tests.helpers import PROJECT_DIR
-from tests.helpers.resources import apply_yaml
+from tests.helpers.resources import apply_resources, experiment, split_variants
 from tests.helpers.server import database_url_for_tests
 
 
@@ -41,20 +41,9 @@ def store(experiment: Experiment, counts: dict[str, int], *, cohort: int = 1) ->
     )
 
 
-def experiment_yaml(variants: list[tuple[str, float]], *, key: str = "checkout-button") -> str:
-    lines = "\n".join(
-        f"    - {{id: {variant}, split: {split}{', control: true' if index == 0 else ''}}}"
-        for index, (variant, split) in enumerate(variants)
-    )
-    return f"""
-schemaVersion: 1
-kind: experiment
-metadata: {{id: {key}, status: active}}
-spec:
-  subjectType: user
-  variants:
-{lines}
-"""
+def checkout_button(splits: list[tuple[str, float]]) -> dict:
+    """The demo's experiment `checkout-button` with these (variant ID, split) pairs, the first the control."""
+    return experiment("checkout-button", variants=split_variants(splits))
 
 
 def one_degree_p_value(observed: list[int], shares: list[float]) -> float:
@@ -117,7 +106,7 @@ def test_report__json_format__machine_readable_with_the_same_numbers(checkout):
 def test_report__splits_changed_while_active__each_cohort_tested_against_its_own_splits(demo_config):
     # Given subjects assigned at 50/50, then the splits changed to 20/80 and more subjects assigned
     assign_subjects(experiment_id="checkout-button", subject_ids=[f"first-{index}" for index in range(400)])
-    apply_yaml(experiment_yaml([("control", 0.2), ("green", 0.8)]))
+    apply_resources(checkout_button([("control", 0.2), ("green", 0.8)]))
     assign_subjects(experiment_id="checkout-button", subject_ids=[f"second-{index}" for index in range(300)])
 
     # When reported
@@ -142,7 +131,7 @@ def test_report__splits_changed_while_active__each_cohort_tested_against_its_own
 def test_report__cohort_without_assignments__observed_and_p_value_not_available(demo_config):
     # Given a second cohort that nobody has been assigned in yet
     assign_subjects(experiment_id="checkout-button", subject_ids=["u1", "u2", "u3"])
-    apply_yaml(experiment_yaml([("control", 0.2), ("green", 0.8)]))
+    apply_resources(checkout_button([("control", 0.2), ("green", 0.8)]))
 
     # When reported
     lines = report("checkout-button").splitlines()
@@ -181,9 +170,9 @@ def test_report__zero_split_variant_unused__does_not_count_as_a_degree_of_freedo
 
 def test_report__variant_since_removed__still_shows_in_its_cohort(demo_config):
     # Given cohort 1 with a variant `blue` at split 0, which nobody got, then removed in cohort 2
-    apply_yaml(experiment_yaml([("control", 0.5), ("green", 0.5), ("blue", 0.0)]))
+    apply_resources(checkout_button([("control", 0.5), ("green", 0.5), ("blue", 0.0)]))
     assign_subjects(experiment_id="checkout-button", subject_ids=[f"u{index}" for index in range(50)])
-    apply_yaml(experiment_yaml([("control", 0.5), ("green", 0.5)]))
+    apply_resources(checkout_button([("control", 0.5), ("green", 0.5)]))
 
     # When reported
     body = report_json("checkout-button")
@@ -201,7 +190,7 @@ def test_report__variant_since_removed__still_shows_in_its_cohort(demo_config):
 def test_report__variant_id_recased_in_configuration__shown_as_now_written(demo_config):
     # Given the variant `green` rewritten as `GREEN` (the same resource: IDs ignore case)
     assign_subjects(experiment_id="checkout-button", subject_ids=[f"u{index}" for index in range(20)])
-    apply_yaml(experiment_yaml([("control", 0.5), ("GREEN", 0.5)]))
+    apply_resources(checkout_button([("control", 0.5), ("GREEN", 0.5)]))
 
     body = report_json("checkout-button")
 
@@ -260,14 +249,14 @@ def test_report__unknown_experiment__command_error(db):
 
 def test_experiment_report__many_cohorts_and_variants__three_queries(demo_config, django_assert_num_queries):
     # Given four cohorts, three of them with three variants, and assignments in two
-    apply_yaml(experiment_yaml([("control", 0.4), ("green", 0.4), ("blue", 0.2)]))
+    apply_resources(checkout_button([("control", 0.4), ("green", 0.4), ("blue", 0.2)]))
     later_splits = [
         [("control", 0.2), ("green", 0.4), ("blue", 0.4)],
         [("control", 0.1), ("green", 0.1), ("blue", 0.8)],
     ]
     for round_number, splits in enumerate(later_splits):
         assign_subjects(experiment_id="checkout-button", subject_ids=[f"r{round_number}-{n}" for n in range(30)])
-        apply_yaml(experiment_yaml(splits))
+        apply_resources(checkout_button(splits))
     experiment = Experiment.objects.get(key="checkout-button")
 
     # Then the report costs one GROUP BY over the kept counts, one read of variants and one of cohorts

@@ -9,7 +9,7 @@ import pytest
 from assignments.models import Assignment, Experiment
 from tests.helpers.api import assert_problem, error_fields
 from tests.helpers.assignments import reference_variant
-from tests.helpers.resources import apply_yaml
+from tests.helpers.resources import apply_resources, experiment, split_variants, subject_type
 
 PATH = "/assignments"
 DEMO_SPLITS = [("control", 0.5), ("green", 0.5)]
@@ -17,45 +17,10 @@ PRICING_SPLITS = [("control", 0.25), ("cheap", 0.25), ("premium", 0.5)]
 EMPTY_ANSWER = {"assignments": {}, "new_assignments": [], "unassigned": {}}
 
 
-def subject_type_yaml(key: str, *, status: str = "active") -> str:
-    return f"""
----
-schemaVersion: 1
-kind: subjecttype
-metadata: {{id: {key}, status: {status}}}
-"""
-
-
-def experiment_yaml(
-    key: str,
-    *,
-    subject_type: str = "user",
-    status: str = "active",
-    splits=DEMO_SPLITS,
-    winner: str | None = None,
-    salt: str | None = None,
-) -> str:
-    variants = "\n".join(
-        f"    - {{id: {variant}, split: {split}{', control: true' if index == 0 else ''}}}"
-        for index, (variant, split) in enumerate(splits)
-    )
-    extra = (f"\n  winningVariant: {winner}" if winner else "") + (f"\n  salt: {salt}" if salt else "")
-    return f"""
----
-schemaVersion: 1
-kind: experiment
-metadata: {{id: {key}, status: {status}}}
-spec:
-  subjectType: {subject_type}{extra}
-  variants:
-{variants}
-"""
-
-
 @pytest.fixture
 def pricing(demo_config):
     """Besides the demo: `pricing`, active, for the subject type `cookie`, split 25/25/50."""
-    apply_yaml(experiment_yaml("pricing", subject_type="cookie", splits=PRICING_SPLITS))
+    apply_resources(experiment("pricing", subject_type="cookie", variants=split_variants(PRICING_SPLITS)))
 
 
 def stored_rows() -> set[tuple[str, str, str, int, str]]:
@@ -118,9 +83,9 @@ def test_assignments__new_subject_in_two_experiments__hashed_stored_and_listed_n
 
 def test_assignments__many_subjects_and_custom_salts__variants_equal_the_independent_formula(api, demo_config):
     # Given three active user experiments: one with the default salt, one with its own, one split 3 ways
-    apply_yaml(
-        experiment_yaml("Salted", salt="spring-2024", splits=[("control", 0.75), ("green", 0.25)])
-        + experiment_yaml("Three-Way", splits=PRICING_SPLITS)
+    apply_resources(
+        experiment("Salted", salt="spring-2024", variants=split_variants([("control", 0.75), ("green", 0.25)])),
+        experiment("Three-Way", variants=split_variants(PRICING_SPLITS)),
     )
     expected_rows = set()
 
@@ -189,7 +154,7 @@ def test_assignments__same_request_twice__same_assignments_and_nothing_new_the_s
 
 def test_assignments__new_assignments__in_the_order_of_assignments(api, demo_config):
     # Given four active user experiments, two of which already hold u-1
-    apply_yaml("".join(experiment_yaml(key) for key in ("exp-d", "exp-a", "exp-c", "exp-b")))
+    apply_resources(*(experiment(key) for key in ("exp-d", "exp-a", "exp-c", "exp-b")))
     store("exp-a", "u-1", "green")
     store("exp-c", "u-1", "control")
 
@@ -205,7 +170,7 @@ def test_assignments__new_assignments__in_the_order_of_assignments(api, demo_con
 def test_assignments__splits_changed__stored_kept_and_new_subject_in_cohort_2(api, demo_config):
     # Given u-old assigned at 50/50 (cohort 1), then the splits changed to 0/100
     before = answer(post(api, {"subject": {"user": "u-old"}, "experiments": ["checkout-button"]}))
-    apply_yaml(experiment_yaml("checkout-button", splits=[("control", 0.0), ("green", 1.0)]))
+    apply_resources(experiment("checkout-button", variants=split_variants([("control", 0.0), ("green", 1.0)])))
 
     body = answer(post(api, {"subject": {"user": "u-new"}}))
     again = answer(post(api, {"subject": {"user": "u-old"}}))
@@ -232,9 +197,8 @@ def test_assignments__experiment_assignments_called_first__its_stored_variant_re
         api.post("/experiment-assignments", {"experiment_id": "checkout-button", "subject_ids": ["u-1"]}).content
     )
     variant = first["assignments"]["u-1"]
-    apply_yaml(
-        experiment_yaml("checkout-button", splits=[(key, 1.0 if key != variant else 0.0) for key, _ in DEMO_SPLITS])
-    )
+    splits = [(key, 1.0 if key != variant else 0.0) for key, _ in DEMO_SPLITS]
+    apply_resources(experiment("checkout-button", variants=split_variants(splits)))
 
     # When it is asked for here
     body = answer(post(api, {"subject": {"user": "u-1"}, "experiments": ["checkout-button"]}))
@@ -248,9 +212,8 @@ def test_assignments__called_before_experiment_assignments__that_endpoint_return
     # Given u-1 assigned here, then the splits changed so the formula differs
     body = answer(post(api, {"subject": {"user": "u-1"}}))
     variant = body["assignments"]["checkout-button"]
-    apply_yaml(
-        experiment_yaml("checkout-button", splits=[(key, 1.0 if key != variant else 0.0) for key, _ in DEMO_SPLITS])
-    )
+    splits = [(key, 1.0 if key != variant else 0.0) for key, _ in DEMO_SPLITS]
+    apply_resources(experiment("checkout-button", variants=split_variants(splits)))
 
     # When POST /experiment-assignments is asked for u-1 (and a new subject)
     response = api.post("/experiment-assignments", {"experiment_id": "checkout-button", "subject_ids": ["u-1", "u-2"]})
@@ -268,7 +231,7 @@ def test_assignments__called_before_experiment_assignments__that_endpoint_return
 
 
 def test_assignments__experiment_id_in_other_case__answered_under_the_configured_id(api, demo_config):
-    apply_yaml(experiment_yaml("Pricing-Page"))
+    apply_resources(experiment("Pricing-Page"))
 
     body = answer(post(api, {"subject": {"user": "u-1"}, "experiments": ["pricing-PAGE", "CHECKOUT-BUTTON"]}))
 
@@ -329,15 +292,15 @@ def test_assignments__subject_id__stored_and_hashed_exactly_as_sent(api, demo_co
 
 def test_assignments__experiments_left_out__running_experiments_of_its_types_ordered_ignoring_case(api, demo_config):
     # Given user experiments in every status, one of the subject's other type, and one of a type it lacks
-    apply_yaml(
-        subject_type_yaml("device")
-        + experiment_yaml("Zulu")
-        + experiment_yaml("alpha", status="winner_declared", winner="green")
-        + experiment_yaml("Beta-Draft", status="draft")
-        + experiment_yaml("beta-ended", status="ended")
-        + experiment_yaml("beta-archived", status="archived")
-        + experiment_yaml("Mike", subject_type="cookie")
-        + experiment_yaml("device-exp", subject_type="device")
+    apply_resources(
+        subject_type("device", status="active"),
+        experiment("Zulu"),
+        experiment("alpha", status="winner_declared", winning_variant="green"),
+        experiment("Beta-Draft", status="draft"),
+        experiment("beta-ended", status="ended"),
+        experiment("beta-archived", status="archived"),
+        experiment("Mike", subject_type="cookie"),
+        experiment("device-exp", subject_type="device"),
     )
 
     body = answer(post(api, {"subject": {"cookie": "c-81", "user": "u-1"}}))
@@ -370,7 +333,7 @@ def test_assignments__experiments_left_out_and_none_running_for_its_types__empty
 
 def test_assignments__experiments_left_out_with_assign_false__stored_and_winners_only(api, demo_config):
     # Given u-1 stored in one active experiment, a second active one where it is new, and a winner-declared one
-    apply_yaml(experiment_yaml("fresh") + experiment_yaml("won", status="winner_declared", winner="control"))
+    apply_resources(experiment("fresh"), experiment("won", status="winner_declared", winning_variant="control"))
     store("checkout-button", "u-1", "green")
 
     body = answer(post(api, {"subject": {"user": "u-1"}, "assign": False}))
@@ -390,7 +353,7 @@ def test_assignments__experiments_left_out_with_assign_false__stored_and_winners
 def test_assignments__experiment_not_running__unassigned_experiment_not_active_and_nothing_stored(
     api, demo_config, status
 ):
-    apply_yaml(experiment_yaml("Stopped", status=status))
+    apply_resources(experiment("Stopped", status=status))
 
     response = post(api, {"subject": {"user": "u-1"}, "experiments": ["stopped", "checkout-button"]})
 
@@ -405,7 +368,7 @@ def test_assignments__experiment_not_running__unassigned_experiment_not_active_a
 def test_assignments__ended_experiment_with_a_stored_assignment__unassigned_experiment_not_active(api, demo_config):
     # Given u-1 assigned while checkout-button was active, then the experiment ended
     answer(post(api, {"subject": {"user": "u-1"}}))
-    apply_yaml(experiment_yaml("checkout-button", status="ended"))
+    apply_resources(experiment("checkout-button", status="ended"))
     rows = stored_rows()
 
     response = post(api, {"subject": {"user": "u-1"}, "experiments": ["checkout-button"]})
@@ -465,7 +428,7 @@ def test_assignments__winner_declared__the_winner_for_stored_and_new_subjects_an
     # Given u-1 and u-2 stored in both variants, then `green` declared the winner (written in other case)
     store("checkout-button", "u-1", "control")
     store("checkout-button", "u-2", "green")
-    apply_yaml(experiment_yaml("checkout-button", status="winner_declared", winner="GREEN"))
+    apply_resources(experiment("checkout-button", status="winner_declared", winning_variant="GREEN"))
     rows = stored_rows()
 
     # Then every subject, stored or new, assigning or not, gets the winner as its variant is written
@@ -483,7 +446,7 @@ def test_assignments__winner_declared__the_winner_for_stored_and_new_subjects_an
 
 
 def test_assignments__winner_declared_without_identifier_of_its_type__subject_type_missing(api, demo_config):
-    apply_yaml(experiment_yaml("won", subject_type="cookie", status="winner_declared", winner="green"))
+    apply_resources(experiment("won", subject_type="cookie", status="winner_declared", winning_variant="green"))
 
     response = post(api, {"subject": {"user": "u-1"}, "experiments": ["won"]})
 
@@ -492,7 +455,7 @@ def test_assignments__winner_declared_without_identifier_of_its_type__subject_ty
 
 @pytest.mark.parametrize("assign", [True, False])
 def test_assignments__not_active_and_subject_type_missing__experiment_not_active_comes_first(api, demo_config, assign):
-    apply_yaml(experiment_yaml("later", subject_type="cookie", status="draft"))
+    apply_resources(experiment("later", subject_type="cookie", status="draft"))
 
     response = post(api, {"subject": {"user": "u-1"}, "experiments": ["later"], "assign": assign})
 
@@ -514,7 +477,7 @@ def test_assignments__assign_false_and_subject_type_missing__subject_type_missin
 
 
 def test_assignments__assign_false_and_not_active__experiment_not_active_comes_first(api, demo_config):
-    apply_yaml(experiment_yaml("old", status="ended"))
+    apply_resources(experiment("old", status="ended"))
 
     response = post(api, {"subject": {"user": "u-1"}, "experiments": ["old"], "assign": False})
 
@@ -527,13 +490,13 @@ def test_assignments__assign_false_and_not_active__experiment_not_active_comes_f
 
 def test_assignments__every_case_in_one_request__each_experiment_in_exactly_one_of_the_two(api, pricing):
     # Given: stored, new, winner, draft, ended, and of a missing type
-    apply_yaml(
-        subject_type_yaml("device")
-        + experiment_yaml("Won", status="winner_declared", winner="control")
-        + experiment_yaml("Draft-One", status="draft")
-        + experiment_yaml("ended-one", status="ended")
-        + experiment_yaml("on-device", subject_type="device")
-        + experiment_yaml("fresh")
+    apply_resources(
+        subject_type("device", status="active"),
+        experiment("Won", status="winner_declared", winning_variant="control"),
+        experiment("Draft-One", status="draft"),
+        experiment("ended-one", status="ended"),
+        experiment("on-device", subject_type="device"),
+        experiment("fresh"),
     )
     store("checkout-button", "u-1", "green")
     named = ["checkout-button", "fresh", "won", "draft-one", "ENDED-ONE", "on-device", "pricing"]
@@ -604,7 +567,7 @@ def test_assignments__subject_key_names_no_subject_type__400_unknown_subject_typ
 
 
 def test_assignments__archived_subject_type__400_unknown_subject_type_and_nothing_stored(api, demo_config):
-    apply_yaml(subject_type_yaml("Legacy", status="archived"))
+    apply_resources(subject_type("Legacy", status="archived"))
 
     response = post(api, {"subject": {"user": "u-1", "LEGACY": "l-1"}})
 
@@ -624,7 +587,7 @@ def test_assignments__two_keys_naming_one_subject_type__400_invalid_request_at_s
 def test_assignments__10_identifiers__accepted_and_11_rejected(api, demo_config):
     # Given eleven active subject types
     extra_types = [f"type-{index}" for index in range(9)]
-    apply_yaml("".join(subject_type_yaml(key) for key in extra_types))
+    apply_resources(*(subject_type(key, status="active") for key in extra_types))
     ten = {"user": "u-1", **{key: f"{key}-id" for key in extra_types}}
 
     assert answer(post(api, {"subject": ten})) == {

@@ -11,30 +11,15 @@ from django.test.utils import CaptureQueriesContext
 
 from assignments.cache import experiment_catalog
 from assignments.models import Assignment
-from tests.helpers.resources import apply_yaml
+from tests.helpers.resources import apply_resources, experiment, split_variants
 
 PATH = "/assignments"
-
-
-def experiments_yaml(count: int, *, status: str = "active", first: int = 0, splits=(0.5, 0.5)) -> str:
-    return "---\n".join(
-        f"""
-schemaVersion: 1
-kind: experiment
-metadata: {{id: exp-{number:02d}, status: {status}}}
-spec:
-  subjectType: user
-  variants:
-    - {{id: control, control: true, split: {splits[0]}}}
-    - {{id: green, split: {splits[1]}}}
-"""
-        for number in range(first, first + count)
-    )
+ALL_GREEN = split_variants([("control", 0.0), ("green", 1.0)])
 
 
 @pytest.fixture
 def fifty_experiments(demo_config):
-    apply_yaml(experiments_yaml(50))
+    apply_resources(*(experiment(f"exp-{number:02d}") for number in range(50)))
 
 
 def statements(api, body: dict) -> tuple[int, dict]:
@@ -97,7 +82,7 @@ def test_subject_assignments__experiment_created_by_another_process__seen_by_the
     monkeypatch.setattr(experiment_catalog, "clear", lambda: None)
 
     # When an experiment is created elsewhere
-    apply_yaml(experiments_yaml(1))
+    apply_resources(experiment("exp-00"))
 
     # Then the next request, named or not, answers it
     _, named = statements(api, {"subject": {"user": "u-1"}, "experiments": ["exp-00"]})
@@ -110,18 +95,18 @@ def test_subject_assignments__changes_applied_by_another_process__honoured_by_th
     api, demo_config, monkeypatch
 ):
     # Given a cached catalog, and applies that do not clear it
-    apply_yaml(experiments_yaml(1))
+    apply_resources(experiment("exp-00"))
     statements(api, {"subject": {"user": "u-1"}})
     monkeypatch.setattr(experiment_catalog, "clear", lambda: None)
 
     # When the splits change elsewhere, a new subject follows them, in cohort 2
-    apply_yaml(experiments_yaml(1, splits=(0.0, 1.0)))
+    apply_resources(experiment("exp-00", variants=ALL_GREEN))
     _, body = statements(api, {"subject": {"user": "n-1"}, "experiments": ["exp-00"]})
     assert body["assignments"] == {"exp-00": "green"}
     assert Assignment.objects.get(subject_id="n-1").cohort == 2
 
     # And when the experiment ends elsewhere, it is not active for the next request, which stores nothing
-    apply_yaml(experiments_yaml(1, status="ended", splits=(0.0, 1.0)))
+    apply_resources(experiment("exp-00", status="ended", variants=ALL_GREEN))
     _, body = statements(api, {"subject": {"user": "n-2"}, "experiments": ["exp-00"]})
     assert body == {"assignments": {}, "new_assignments": [], "unassigned": {"exp-00": "experiment_not_active"}}
     assert not Assignment.objects.filter(subject_id="n-2").exists()

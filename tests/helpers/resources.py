@@ -36,6 +36,11 @@ def control_and_green() -> list[dict]:
     return [variant("control", 0.5, control=True), variant("green", 0.5)]
 
 
+def split_variants(splits: list[tuple[str, float]]) -> list[dict]:
+    """Variants from (ID, split) pairs, the first of them the control."""
+    return [variant(key, split, control=index == 0) for index, (key, split) in enumerate(splits)]
+
+
 def experiment(
     key: str,
     *,
