@@ -15,7 +15,6 @@ if any request failed. See bench/README.md.
 from __future__ import annotations
 
 import argparse
-import platform
 import re
 import sys
 from dataclasses import asdict, dataclass
@@ -154,20 +153,13 @@ def main(argv: list[str]) -> int:
             if links is not None:
                 links.update(pool_stored=bench.links.stored, pool_taken=bench.links.taken)
                 links["outcome"] = links_outcome(connection, prefix=bench.run_id)
-        import django
-
         results = {
             "setup": {
-                "started_at": ready.started_at.isoformat(timespec="seconds"),
-                "command": " ".join(["bench/run", "hot-path", *argv]),
+                **ready.setup("hot-path", argv),
                 "machine": machine(),
-                "postgresql": ready.server.version(),
                 "layout": ready.layout,
-                "python": platform.python_version(),
-                "django": django.get_version(),
                 "gunicorn_version": version("gunicorn"),
                 "gunicorn": gunicorn_used(runs),
-                "commit": ready.commit,
                 "workers_option": args.workers,
                 "threads_option": args.threads,
                 "concurrency": args.concurrency,

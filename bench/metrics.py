@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import sys
 from collections.abc import Iterator
@@ -215,18 +214,11 @@ def main(argv: list[str]) -> int:
         seed = ready.seed
         bench = MetricsBench(args, ready.server, ready.database_url, ready.token)
         runs = bench.rounds()
-        import django
-
         results = {
             "setup": {
-                "started_at": ready.started_at.isoformat(timespec="seconds"),
-                "command": " ".join(["bench/run", "metrics", *argv]),
+                **ready.setup("metrics", argv),
                 "cpus": os.cpu_count(),
-                "postgresql": ready.server.version(),
-                "python": platform.python_version(),
-                "django": django.get_version(),
                 "prometheus_client": version("prometheus-client"),
-                "commit": ready.commit,
                 "gunicorn": gunicorn_used(runs),
                 "concurrency": args.concurrency,
                 "warmup": args.warmup,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import platform
 import secrets
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -45,6 +46,19 @@ class Prepared:
     @property
     def citus_workers(self) -> Sequence[DatabaseServer]:
         return self.citus.workers if self.citus else ()
+
+    def setup(self, benchmark: str, argv: Sequence[str]) -> dict[str, Any]:
+        """What every benchmark's results record of how they were made; each adds its own options."""
+        import django
+
+        return {
+            "started_at": self.started_at.isoformat(timespec="seconds"),
+            "command": " ".join(["bench/run", benchmark, *argv]),
+            "postgresql": self.server.version(),
+            "python": platform.python_version(),
+            "django": django.get_version(),
+            "commit": self.commit,
+        }
 
 
 def django_prepare(*configs: Path, distribute: bool = False) -> str:

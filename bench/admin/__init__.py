@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -93,17 +92,10 @@ def main(argv: list[str]) -> int:
         hot_path_started = time.monotonic()
         bench = Bench(args, ready.server, database_url, ready.token)
         runs = bench.rounds()
-        import django
-
         results = {
             "setup": {
-                "started_at": ready.started_at.isoformat(timespec="seconds"),
-                "command": " ".join(["bench/run", "admin", *argv]),
+                **ready.setup("admin", argv),
                 "cpus": os.cpu_count(),
-                "postgresql": ready.server.version(),
-                "python": platform.python_version(),
-                "django": django.get_version(),
-                "commit": ready.commit,
                 "assignments": args.assignments,
                 "page_runs": args.page_runs,
                 "gunicorn": gunicorn_used(runs),
