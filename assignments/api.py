@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from drf_spectacular.utils import (
     OpenApiExample,
     OpenApiResponse,
@@ -12,10 +13,12 @@ from drf_spectacular.utils import (
 from rest_framework import serializers
 from rest_framework.response import Response
 
+from assignments import gates
 from assignments.assigning import Unassigned, assign_subject, assign_subjects
 from core.api.fields import (
     IdentifierMapField,
     StrictBooleanField,
+    StrictField,
     StrictStringField,
     StringListField,
     SubjectIdListField,
@@ -30,6 +33,68 @@ from tokens.authentication import IsProxyRole
 EXPERIMENT_ID_MAX_LENGTH = 1000
 MAX_IDENTIFIERS = 10
 MAX_EXPERIMENTS = 100
+
+ATTRIBUTES_HELP = (
+    f"0 to {gates.MAX_ATTRIBUTES} entries; keys match `{gates.ATTRIBUTE_NAME_PATTERN}`; values are strings (at most "
+    f"{gates.ATTRIBUTE_STRING_MAX_LENGTH} characters, no control characters), finite numbers or booleans, of the "
+    "type the subject type declares for that name (undeclared names are accepted and ignored). Targeting decides "
+    "on them; they are never stored or logged."
+)
+
+
+def _attribute_object_errors(data: object) -> dict | list | None:
+    """The errors of one attribute object, keyed by attribute name; None when it is valid."""
+    if not isinstance(data, dict):
+        return ["must be an object of attribute names to values"]
+    if len(data) > gates.MAX_ATTRIBUTES:
+        return [f"must have at most {gates.MAX_ATTRIBUTES} entries, got {len(data)}"]
+    errors = {}
+    for name, value in data.items():
+        if not gates.is_attribute_name(name):
+            errors[name] = [f"the name must match {gates.ATTRIBUTE_NAME_PATTERN}"]
+            continue
+        problem = gates.value_problem(value)
+        if problem:
+            errors[name] = [problem]
+    return errors or None
+
+
+class AttributesField(StrictField):
+    """One subject's attributes (POST /assignments): errors read `attributes.country`."""
+
+    def to_internal_value(self, data):
+        errors = _attribute_object_errors(data)
+        if errors:
+            raise serializers.ValidationError(errors)
+        return data
+
+
+class SubjectAttributesField(StrictField):
+    """Subject ID -> attributes (POST /experiment-assignments): errors read `attributes.u1.country`.
+    Whether every key is one of `subject_ids` is the serializer's to check."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, dict):
+            raise serializers.ValidationError("must be an object of subject IDs to attribute objects")
+        if len(data) > settings.ASSIGNMENT_MAX_SUBJECTS:
+            raise serializers.ValidationError(
+                f"must have at most {settings.ASSIGNMENT_MAX_SUBJECTS} entries, got {len(data)}"
+            )
+        errors = {}
+        for subject_id, attributes in data.items():
+            problem = _attribute_object_errors(attributes)
+            if problem:
+                errors[subject_id] = problem
+        if errors:
+            raise serializers.ValidationError(errors)
+        return data
+
+
+EXCLUDED_HELP = (
+    "Subject ID to the reason a gate kept it out (it got the control and nothing was stored): "
+    + ", ".join(f"`{reason}`" for reason in gates.REASONS)
+    + ". Present only when a subject was excluded."
+)
 
 EXPERIMENT_NOT_FOUND = ProblemDoc(
     "No experiment has that ID.",
@@ -46,14 +111,30 @@ class ExperimentAssignmentsApi(JsonApiView):
     class InputSerializer(serializers.Serializer):
         experiment_id = StrictStringField(max_length=EXPERIMENT_ID_MAX_LENGTH)
         subject_ids = SubjectIdListField()
+        attributes = SubjectAttributesField(
+            required=False,
+            help_text="Subject ID (one of `subject_ids`) to that subject's attributes. " + ATTRIBUTES_HELP,
+        )
+
+        def validate(self, data):
+            attributes = data.get("attributes")
+            if attributes:
+                asked = set(data["subject_ids"])
+                unknown = {key: ["is not one of subject_ids"] for key in attributes if key not in asked}
+                if unknown:
+                    raise serializers.ValidationError({"attributes": unknown})
+            return data
 
     body = RequestBody(InputSerializer)
 
     @extend_schema(
         operation_id="experiment_assignments",
         summary="Get or make the subjects' assignments in one experiment",
-        description="Roles: `proxy`, `admin`. Active: stored assignments are returned, missing ones made and "
-        "stored. Winner declared: the winner for everyone, nothing stored.",
+        description="Roles: `proxy`, `admin`. Active: stored assignments are returned; for missing ones the "
+        "experiment's gates (enrollment window, targeting on `attributes`, coverage) decide, then they are made "
+        "and stored; a subject a gate keeps out gets the control, is listed in `excluded`, and nothing is stored "
+        "for it. Winner declared: the winner for everyone the targeting lets in, the control (listed in "
+        "`excluded`) for the others; nothing stored.",
         request=InputSerializer,
         examples=[
             OpenApiExample(
@@ -62,16 +143,41 @@ class ExperimentAssignmentsApi(JsonApiView):
                 request_only=True,
             ),
             OpenApiExample(
+                "Three subjects with attributes",
+                value={
+                    "experiment_id": "checkout-button",
+                    "subject_ids": ["u1", "u2", "u3"],
+                    "attributes": {"u1": {"country": "DE"}, "u2": {"country": "AT"}, "u3": {"country": "FR"}},
+                },
+                request_only=True,
+            ),
+            OpenApiExample(
                 "Their variants", value={"assignments": {"u1": "control", "u2": "green"}}, response_only=True
+            ),
+            OpenApiExample(
+                "One subject outside the targeting",
+                value={
+                    "assignments": {"u1": "control", "u2": "green", "u3": "control"},
+                    "excluded": {"u3": "not_targeted"},
+                },
+                response_only=True,
             ),
         ],
         responses={
             200: OpenApiResponse(
                 inline_serializer(
                     "ExperimentAssignmentsResponse",
-                    {"assignments": serializers.DictField(child=serializers.CharField())},
+                    {
+                        "assignments": serializers.DictField(child=serializers.CharField()),
+                        "excluded": serializers.DictField(
+                            child=serializers.ChoiceField(choices=list(gates.REASONS)),
+                            required=False,
+                            help_text=EXCLUDED_HELP,
+                        ),
+                    },
                 ),
-                description="One key per distinct subject ID exactly as sent; the value is the variant ID.",
+                description="One key per distinct subject ID exactly as sent; the value is the variant ID. "
+                "`excluded` only when a gate kept a subject out.",
             ),
             **problem_responses(
                 400,
@@ -91,10 +197,15 @@ class ExperimentAssignmentsApi(JsonApiView):
     def post(self, request):
         data = self.body.validate(request.data)
         request_log_note(experiment=data["experiment_id"], batch_size=len(data["subject_ids"]))
-        assignments = with_live_connection(
-            assign_subjects, experiment_id=data["experiment_id"], subject_ids=data["subject_ids"]
+        answer = with_live_connection(
+            assign_subjects,
+            experiment_id=data["experiment_id"],
+            subject_ids=data["subject_ids"],
+            attributes=data.get("attributes"),
         )
-        return Response({"assignments": assignments})
+        if answer.excluded:
+            return Response({"assignments": answer.assignments, "excluded": answer.excluded})
+        return Response({"assignments": answer.assignments})
 
 
 class AssignmentsApi(JsonApiView):
@@ -116,6 +227,7 @@ class AssignmentsApi(JsonApiView):
         assign = StrictBooleanField(
             default=True, help_text="false: store nothing, answer only stored assignments and winners."
         )
+        attributes = AttributesField(required=False, help_text="The subject's attributes. " + ATTRIBUTES_HELP)
 
     body = RequestBody(InputSerializer)
 
@@ -166,16 +278,13 @@ class AssignmentsApi(JsonApiView):
                             "`assignments`.",
                         ),
                         "unassigned": serializers.DictField(
-                            child=serializers.ChoiceField(
-                                choices=[
-                                    Unassigned.EXPERIMENT_NOT_ACTIVE,
-                                    Unassigned.SUBJECT_TYPE_MISSING,
-                                    Unassigned.NOT_ASSIGNED,
-                                ]
-                            ),
+                            child=serializers.ChoiceField(choices=list(Unassigned.ALL)),
                             help_text="Experiment ID to why it has no variant: `experiment_not_active` (draft, "
                             "ended, archived), `subject_type_missing` (no identifier of its subject type), "
-                            "`not_assigned` (`assign` is false and nothing is stored); the first that applies.",
+                            "`not_assigned` (`assign` is false and nothing is stored), or the reason a gate kept "
+                            "the subject out: "
+                            + ", ".join(f"`{reason}`" for reason in gates.REASONS)
+                            + "; the first that applies, in this order.",
                         ),
                     },
                 ),
@@ -202,7 +311,11 @@ class AssignmentsApi(JsonApiView):
         if experiment_ids is not None and len(experiment_ids) == 1:
             request_log_note(experiment=experiment_ids[0])
         answer = with_live_connection(
-            assign_subject, subject=data["subject"], experiment_ids=experiment_ids, assign=data["assign"]
+            assign_subject,
+            subject=data["subject"],
+            experiment_ids=experiment_ids,
+            assign=data["assign"],
+            attributes=data.get("attributes"),
         )
         # The batch of this endpoint is the experiments answered, named or found running.
         request_log_note(batch_size=len(answer.assignments) + len(answer.unassigned))

@@ -9,15 +9,17 @@ and subject ID, whichever is called first and however many processes race.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
 
 from django.conf import settings
 from django.db import IntegrityError
 from django.utils import timezone
 
-from assignments import metrics
-from assignments.errors import ExperimentNotActive, ExperimentNotFound
+from assignments import gates, metrics
+from assignments.errors import ExperimentNotActive, ExperimentNotFound, InvalidAttributes
+from assignments.hashing import draws
 from assignments.linking import linked_first
 from assignments.models import Assignment, Experiment, Variant
 from assignments.selectors import (
@@ -27,9 +29,16 @@ from assignments.selectors import (
     experiment_catalog_get,
     experiment_catalog_version,
     experiment_state_get,
+    subject_type_get,
     subject_types_active,
 )
 from assignments.storage import Stored, assignments_fetch, assignments_insert, assignments_link_graph
+
+# (experiment pk, subject ID) -> the reason a gate stopped the subject (gates.py).
+Excluded = dict[tuple[int, str], str]
+# Subject ID -> the attributes sent for it.
+Attributes = Mapping[str, Mapping[str, object]]
+NO_ATTRIBUTES: Mapping[str, object] = {}
 
 
 @dataclass(frozen=True)
@@ -37,12 +46,31 @@ class Settled:
     stored: Stored
     # The (experiment pk, subject ID) pairs this request stored.
     created: frozenset[tuple[int, str]]
+    # The pairs without a stored assignment that a gate kept out: nothing was stored for them.
+    excluded: Excluded = field(default_factory=dict)
 
 
-def _new_rows(states: dict[int, ExperimentState], missing: list[tuple[int, str]]) -> list[tuple]:
-    """The rows to store for the missing pairs, sorted: carried over from a linked identifier where
-    the experiment follows links and one is assigned (assignments/linking.py), else hashed."""
-    following = [(pk, states[pk].subject_type_pk, subject_id) for pk, subject_id in missing if states[pk].follow_links]
+def _screened(
+    states: dict[int, ExperimentState], missing: list[tuple[int, str]], attributes: Attributes, now: datetime
+) -> tuple[list[tuple[int, str]], Excluded]:
+    """The missing pairs that gates 1 to 4 let through, in their order, and the ones they stop."""
+    entering = []
+    excluded: Excluded = {}
+    for pk, subject_id in missing:
+        state_gates = states[pk].gates
+        reason = state_gates.screen(attributes.get(subject_id, NO_ATTRIBUTES), now) if state_gates.any else None
+        if reason is None:
+            entering.append((pk, subject_id))
+        else:
+            excluded[(pk, subject_id)] = reason
+    return entering, excluded
+
+
+def _new_rows(states: dict[int, ExperimentState], entering: list[tuple[int, str]]) -> tuple[list[tuple], Excluded]:
+    """The rows to store for the pairs that passed gates 1 to 4, sorted: carried over from a linked
+    identifier where the experiment follows links and one is assigned (assignments/linking.py), else,
+    if the coverage gate lets the subject in, hashed; and the pairs that coverage left out."""
+    following = [(pk, states[pk].subject_type_pk, subject_id) for pk, subject_id in entering if states[pk].follow_links]
     linked: dict[tuple[int, str], int] = {}
     if following:
         carried = linked_first(following, assignments_link_graph(asked=following))
@@ -50,14 +78,29 @@ def _new_rows(states: dict[int, ExperimentState], missing: list[tuple[int, str]]
         for pk, count in Counter(pk for pk, _ in carried.bounded).items():
             metrics.link_walks_bounded(experiment=states[pk].key, count=count)
     rows = []
-    for pk, subject_id in missing:
+    outside: Excluded = {}
+    for pk, subject_id in entering:
         state = states[pk]
         variant_pk = linked.get((pk, subject_id))
-        if variant_pk is None:
-            rows.append((pk, subject_id, state.variant_pk_for(subject_id), state.cohort, Assignment.Source.HASHED))
-        else:
+        if variant_pk is not None:
+            # A linked identifier's assignment skips the coverage gate: the person is in the sample already.
             rows.append((pk, subject_id, variant_pk, state.cohort, Assignment.Source.LINKED))
-    return rows
+        elif state.gates.any:
+            variant_draw, coverage_draw = draws(state.salt, subject_id)
+            if state.gates.covers(coverage_draw):
+                variant_pk = state.allocation.choose(variant_draw)
+                rows.append((pk, subject_id, variant_pk, state.cohort, Assignment.Source.HASHED))
+            else:
+                outside[(pk, subject_id)] = gates.OUTSIDE_COVERAGE
+        else:
+            rows.append((pk, subject_id, state.variant_pk_for(subject_id), state.cohort, Assignment.Source.HASHED))
+    return rows, outside
+
+
+def _count_excluded(states: dict[int, ExperimentState], excluded: Excluded) -> None:
+    if settings.METRICS_ENABLED:
+        for (pk, reason), count in Counter((pk, reason) for (pk, _), reason in excluded.items()).items():
+            metrics.subjects_excluded(experiment=states[pk].key, reason=reason, count=count)
 
 
 def _count(states: dict[int, ExperimentState], rows: list[tuple], inserted: Stored, lost: dict[int, list[str]]) -> None:
@@ -91,10 +134,12 @@ def _settle(
     *,
     assign: bool,
     expected_version: int | None,
+    attributes: Attributes,
     experiment_pk: int | None = None,
 ) -> Settled | None:
     """The stored variant of each (experiment, subject) pair asked, storing the missing ones of
-    active experiments when `assign`; None if the cached states were stale (nothing was written then).
+    active experiments that the gates let in when `assign`; None if the cached states were stale
+    (nothing was written then).
 
     `subjects` maps experiment pk to the subject IDs to look up. The version checked is
     `experiment_pk`'s resource_version or, without it, experiment_catalog_version; states
@@ -117,17 +162,23 @@ def _settle(
     )
     if not assign or not missing:
         return Settled(stored=stored, created=frozenset())
-    rows = _new_rows(by_pk, missing)
-    inserted = assignments_insert(rows=rows, created_at=timezone.now())
+    now = timezone.now()
+    entering, excluded = _screened(by_pk, missing, attributes, now)
+    rows, outside = _new_rows(by_pk, entering)
+    excluded.update(outside)
+    _count_excluded(by_pk, excluded)
+    if not rows:
+        return Settled(stored=stored, created=frozenset(), excluded=excluded)
+    inserted = assignments_insert(rows=rows, created_at=now)
     stored.update(inserted)
     lost: dict[int, list[str]] = defaultdict(list)
-    for pk, subject_id in missing:
+    for pk, subject_id, *_ in rows:
         if (pk, subject_id) not in inserted:
             lost[pk].append(subject_id)
     _count(by_pk, rows, inserted, lost)
     if lost:
         stored.update(assignments_fetch(subjects=lost, experiment_pk=experiment_pk)[1])
-    return Settled(stored=stored, created=frozenset(inserted))
+    return Settled(stored=stored, created=frozenset(inserted), excluded=excluded)
 
 
 def _variant_keys(states: Sequence[ExperimentState], stored: Stored) -> dict[int, str]:
@@ -160,42 +211,113 @@ def _with_fresh_state(answer):
     return result if result is not None else answer(bypass_cache=True)
 
 
-def _experiment_answer(experiment_id: str, subject_ids: list[str], *, bypass_cache: bool) -> dict[str, str] | None:
+def _attributes_checked(attributes: Mapping[str, object], declared: Mapping[str, str], path: str) -> list[dict]:
+    """Field errors for the attribute values that do not have the type the subject type declares."""
+    return [
+        {"field": f"{path}.{name}", "message": message}
+        for name, message in gates.attribute_problems(attributes, declared).items()
+    ]
+
+
+def _invalid_attributes(errors: list[dict]) -> InvalidAttributes:
+    return InvalidAttributes("; ".join(f"{e['field']}: {e['message']}" for e in errors), errors=errors)
+
+
+@dataclass(frozen=True)
+class ExperimentAssignments:
+    """The answer of POST /experiment-assignments."""
+
+    # Subject ID -> variant ID, for every distinct subject in the order first sent.
+    assignments: dict[str, str]
+    # Subject ID -> the reason a gate kept it out (it got the control); empty when nobody was.
+    excluded: dict[str, str]
+
+
+def _experiment_answer(
+    experiment_id: str, subject_ids: list[str], attributes: Attributes, *, bypass_cache: bool
+) -> ExperimentAssignments | None:
     state = experiment_state_get(experiment_id=experiment_id, bypass_cache=bypass_cache)
     if state is None:
         raise ExperimentNotFound(f"No experiment has the ID {experiment_id!r}.")
+    if attributes:
+        subject_type = subject_type_get(subject_type_id=state.subject_type_key)
+        declared = subject_type.attribute_types() if subject_type is not None else {}
+        errors = [
+            error
+            for subject_id, sent in attributes.items()
+            for error in _attributes_checked(sent, declared, f"attributes.{subject_id}")
+        ]
+        if errors:
+            raise _invalid_attributes(errors)
     # Only an active experiment's subjects are looked up; for the others the read checks
     # the cached status before it is answered.
     subjects = {state.pk: subject_ids} if state.status == Experiment.Status.ACTIVE else {}
     expected_version = None if bypass_cache else state.version
-    settled = _settle([state], subjects, assign=True, expected_version=expected_version, experiment_pk=state.pk)
+    settled = _settle(
+        [state],
+        subjects,
+        assign=True,
+        expected_version=expected_version,
+        attributes=attributes,
+        experiment_pk=state.pk,
+    )
     if settled is None:
         return None
+    control = state.variant_keys[state.control_pk]
     if state.status == Experiment.Status.WINNER_DECLARED:
+        # A winner is rolled out to the targeted population only; nothing is stored.
         winner = state.variant_keys[state.winning_variant_pk]
-        return {subject_id: winner for subject_id in subject_ids}
+        answer = ExperimentAssignments(assignments=dict.fromkeys(subject_ids, winner), excluded={})
+        if state.gates.targeting is not None:
+            for subject_id in subject_ids:
+                reason = state.gates.targeting_reason(attributes.get(subject_id, NO_ATTRIBUTES))
+                if reason is not None:
+                    answer.assignments[subject_id] = control
+                    answer.excluded[subject_id] = reason
+            _count_excluded({state.pk: state}, {(state.pk, subject_id): r for subject_id, r in answer.excluded.items()})
+        return answer
     if state.status != Experiment.Status.ACTIVE:
         raise ExperimentNotActive(
             f"Experiment {state.key!r} is {state.status}; only active experiments assign subjects.",
             experiment_status=state.status,
         )
     keys = _variant_keys([state], settled.stored)
-    return {subject_id: keys[settled.stored[(state.pk, subject_id)]] for subject_id in subject_ids}
+    if not settled.excluded:
+        return ExperimentAssignments(
+            assignments={subject_id: keys[settled.stored[(state.pk, subject_id)]] for subject_id in subject_ids},
+            excluded={},
+        )
+    answer = ExperimentAssignments(assignments={}, excluded={})
+    for subject_id in subject_ids:
+        reason = settled.excluded.get((state.pk, subject_id))
+        if reason is None:
+            answer.assignments[subject_id] = keys[settled.stored[(state.pk, subject_id)]]
+        else:
+            answer.assignments[subject_id] = control
+            answer.excluded[subject_id] = reason
+    return answer
 
 
-def assign_subjects(*, experiment_id: str, subject_ids: Sequence[str]) -> dict[str, str]:
+def assign_subjects(
+    *, experiment_id: str, subject_ids: Sequence[str], attributes: Attributes | None = None
+) -> ExperimentAssignments:
     """Each distinct subject's variant ID, in the order first sent (POST /experiment-assignments).
 
-    Active: stored assignments win; missing ones are carried over from a linked
-    identifier (when the experiment follows links) or computed (hashing.py), and
-    stored. Winner declared: the winner for everyone, nothing stored.
+    Active: stored assignments win; for a missing one the gates decide (gates.py,
+    from `attributes`: subject ID -> its attributes, checked against the types the
+    subject type declares), then it is carried over from a linked identifier (when
+    the experiment follows links) or computed (hashing.py), and stored; a subject a
+    gate keeps out gets the control, is listed in `excluded` and nothing is stored.
+    Winner declared: the winner for everyone the targeting lets in, the control for
+    the others, nothing stored.
     The experiment's state comes from a per-process cache that is checked against
     the stored resource_version on every request, so an apply by any process is
     seen by the next request.
     """
     distinct = list(dict.fromkeys(subject_ids))
+    sent = attributes or {}
     return _with_fresh_state(
-        lambda bypass_cache: _experiment_answer(experiment_id, distinct, bypass_cache=bypass_cache)
+        lambda bypass_cache: _experiment_answer(experiment_id, distinct, sent, bypass_cache=bypass_cache)
     )
 
 
@@ -214,6 +336,8 @@ class Unassigned:
     EXPERIMENT_NOT_ACTIVE = "experiment_not_active"
     SUBJECT_TYPE_MISSING = "subject_type_missing"
     NOT_ASSIGNED = "not_assigned"
+    # Then the gates' reasons, gates.REASONS.
+    ALL = (EXPERIMENT_NOT_ACTIVE, SUBJECT_TYPE_MISSING, NOT_ASSIGNED, *gates.REASONS)
 
 
 def _named_experiments(
@@ -235,7 +359,12 @@ def _named_experiments(
 
 
 def _subject_answer(
-    identifiers: dict[int, str], experiment_ids: list[str] | None, *, assign: bool, bypass_cache: bool
+    identifiers: dict[int, str],
+    experiment_ids: list[str] | None,
+    attributes: Mapping[str, object],
+    *,
+    assign: bool,
+    bypass_cache: bool,
 ) -> SubjectAssignments | None:
     catalog = experiment_catalog_get(bypass_cache=bypass_cache)
     if experiment_ids is None:
@@ -249,11 +378,19 @@ def _subject_answer(
         for state in states
         if state.status == Experiment.Status.ACTIVE and state.subject_type_pk in identifiers
     }
-    settled = _settle(states, subjects, assign=assign, expected_version=None if bypass_cache else catalog.version)
+    settled = _settle(
+        states,
+        subjects,
+        assign=assign,
+        expected_version=None if bypass_cache else catalog.version,
+        # One subject: each of its identifiers has the request's attributes.
+        attributes=dict.fromkeys(identifiers.values(), attributes),
+    )
     if settled is None:
         return None
     keys = _variant_keys(states, settled.stored)
     answer = SubjectAssignments(assignments={}, new_assignments=[], unassigned={})
+    winners_excluded: Excluded = {}
     for state in states:
         subject_id = identifiers.get(state.subject_type_pk)
         variant_pk = settled.stored.get((state.pk, subject_id))
@@ -262,18 +399,29 @@ def _subject_answer(
         elif subject_id is None:
             answer.unassigned[state.key] = Unassigned.SUBJECT_TYPE_MISSING
         elif state.status == Experiment.Status.WINNER_DECLARED:
-            answer.assignments[state.key] = state.variant_keys[state.winning_variant_pk]
+            # A winner is rolled out to the targeted population only, whatever `assign` says.
+            reason = state.gates.targeting_reason(attributes)
+            if reason is None:
+                answer.assignments[state.key] = state.variant_keys[state.winning_variant_pk]
+            else:
+                answer.unassigned[state.key] = winners_excluded[(state.pk, subject_id)] = reason
         elif variant_pk is None:
-            answer.unassigned[state.key] = Unassigned.NOT_ASSIGNED
+            answer.unassigned[state.key] = settled.excluded.get((state.pk, subject_id), Unassigned.NOT_ASSIGNED)
         else:
             answer.assignments[state.key] = keys[variant_pk]
             if (state.pk, subject_id) in settled.created:
                 answer.new_assignments.append(state.key)
+    if winners_excluded:
+        _count_excluded({state.pk: state for state in states}, winners_excluded)
     return answer
 
 
 def assign_subject(
-    *, subject: dict[str, str], experiment_ids: Sequence[str] | None, assign: bool
+    *,
+    subject: dict[str, str],
+    experiment_ids: Sequence[str] | None,
+    assign: bool,
+    attributes: Mapping[str, object] | None = None,
 ) -> SubjectAssignments:
     """One subject, known by one identifier per subject type, in many experiments (POST /assignments).
 
@@ -284,10 +432,21 @@ def assign_subject(
     nothing is stored. The experiments come from a per-process catalog checked
     against experiment_catalog_version on every request, in the statement that reads
     the stored assignments, so the cost is the same for 1 experiment or 100.
+    `attributes` are the subject's; a value must have the type that every subject type
+    of `subject` declaring its name gives it.
     """
     types = subject_types_active({f"subject.{type_id}": type_id for type_id in subject})
     identifiers = {types[f"subject.{type_id}"].pk: subject_id for type_id, subject_id in subject.items()}
+    sent = attributes or {}
+    if sent:
+        errors = {
+            error["field"]: error
+            for subject_type in types.values()
+            for error in _attributes_checked(sent, subject_type.attribute_types(), "attributes")
+        }
+        if errors:
+            raise _invalid_attributes(list(errors.values()))
     named = None if experiment_ids is None else list(experiment_ids)
     return _with_fresh_state(
-        lambda bypass_cache: _subject_answer(identifiers, named, assign=assign, bypass_cache=bypass_cache)
+        lambda bypass_cache: _subject_answer(identifiers, named, sent, assign=assign, bypass_cache=bypass_cache)
     )

@@ -18,6 +18,7 @@ from django.db.models import F, Max
 from django.db.models.functions import Lower
 from django.utils import timezone
 
+from assignments import gates
 from assignments.models import (
     DEFAULT_LAB_ID,
     Assignment,
@@ -36,6 +37,7 @@ from assignments.resources import (
     ResourceSpec,
     Source,
     SubjectTypeSpec,
+    experiment_population,
     resource_document,
     resource_read,
     resources_check_unique,
@@ -102,6 +104,7 @@ def _apply_plain(spec: SubjectTypeSpec | LabSpec) -> str:
     values: dict[str, Any] = {"key": spec.key, "name": spec.name, "description": spec.description}
     if isinstance(spec, SubjectTypeSpec):
         values["status"] = spec.status
+        values["attributes"] = spec.attribute_documents()
     instance = _get_ci(model, spec.key, for_update=True)
     if instance is None:
         model.objects.create(**values)
@@ -137,6 +140,26 @@ def _check_experiment_change(
             message = f"variant {variant.key!r} has assignments and cannot be removed"
             errors.append(ResourceProblem(where, "spec.variants", message))
     return errors
+
+
+def _check_salt(experiment: Experiment | None, spec: ExperimentSpec) -> list[ResourceProblem]:
+    """Salts are unique ignoring case: two experiments with one salt would draw the same numbers for every
+    subject, so their variants and coverage would be correlated. Checked where a salt is set, so a database
+    that already holds a shared salt keeps working until someone sets one."""
+    salt = spec.effective_salt
+    if experiment is not None and experiment.salt == salt:
+        return []
+    others = Experiment.objects.alias(lsalt=Lower("salt")).filter(lsalt=salt.lower())
+    if experiment is not None:
+        others = others.exclude(pk=experiment.pk)
+    other = others.first()
+    if other is None:
+        return []
+    message = (
+        f"salt {salt!r} is the salt of experiment {other.key!r} already (salts are unique ignoring case: "
+        "a shared salt correlates the experiments' draws); set another spec.salt"
+    )
+    return [ResourceProblem(_where(spec), "spec.salt", message)]
 
 
 def _write_variants(experiment: Experiment, spec: ExperimentSpec) -> tuple[bool, list[int]]:
@@ -193,6 +216,10 @@ def _apply_experiment(spec: ExperimentSpec, errors: list[ResourceProblem]) -> st
         return None
     experiment = _get_ci(Experiment, spec.key, for_update=True)
     created = experiment is None
+    salt_problems = _check_salt(experiment, spec)
+    if salt_problems:
+        errors.extend(salt_problems)
+        return None
     if created:
         experiment = Experiment.objects.create(
             key=spec.key,
@@ -203,25 +230,32 @@ def _apply_experiment(spec: ExperimentSpec, errors: list[ResourceProblem]) -> st
             hypothesis=spec.hypothesis,
             salt=spec.effective_salt,
         )
-        old_splits = None
+        old_allocation = None
     else:
         problems = _check_experiment_change(experiment, spec, subject_type)
         if problems:
             errors.extend(problems)
             return None
-        old_splits = _stored_splits(experiment)
+        old_allocation = (_stored_splits(experiment), experiment_population(experiment))
+    targeting_problems = gates.targeting_problems(spec.targeting or [], subject_type.attribute_types())
+    if targeting_problems:
+        errors.extend(ResourceProblem(where, path, message) for path, message in targeting_problems)
+        return None
     variants_changed, removed_variants = _write_variants(experiment, spec)
-    new_splits = [(variant.key.lower(), variant.split) for variant in spec.variants]
+    new_allocation = ([(variant.key.lower(), variant.split) for variant in spec.variants], spec.population())
     if created:
-        Cohort.objects.create(experiment=experiment, number=1, splits=spec.splits())
-    elif new_splits != old_splits:
+        Cohort.objects.create(experiment=experiment, number=1, splits=spec.splits(), population=spec.population())
+    elif new_allocation != old_allocation:
+        # A cohort has one population rule and one set of splits: a change of either starts the next.
         cohorts = Cohort.objects.filter(experiment=experiment)
         if Experiment.status_rank(experiment.status) >= Experiment.status_rank(Experiment.Status.ACTIVE):
             number = (cohorts.aggregate(Max("number"))["number__max"] or 0) + 1
-            Cohort.objects.create(experiment=experiment, number=number, splits=spec.splits())
+            Cohort.objects.create(
+                experiment=experiment, number=number, splits=spec.splits(), population=spec.population()
+            )
         else:
             # A draft has never assigned anyone: its first cohort is simply corrected.
-            cohorts.filter(number=1).update(splits=spec.splits())
+            cohorts.filter(number=1).update(splits=spec.splits(), population=spec.population())
     winner = None
     if spec.winning_variant is not None:
         winner = experiment.variants.alias(lkey=Lower("key")).get(lkey=spec.winning_variant.lower())
@@ -236,6 +270,10 @@ def _apply_experiment(spec: ExperimentSpec, errors: list[ResourceProblem]) -> st
         "status": spec.status,
         "winning_variant_id": winner.pk if winner else None,
         "follow_links": spec.follow_links,
+        "enrollment_start_at": spec.enrollment_start_at,
+        "enrollment_stop_at": spec.enrollment_stop_at,
+        "targeting": spec.targeting,
+        "coverage": spec.coverage,
     }
     if created:
         for name, value in values.items():
@@ -253,6 +291,23 @@ def _apply_experiment(spec: ExperimentSpec, errors: list[ResourceProblem]) -> st
         outcome = "unchanged"
     Variant.objects.filter(pk__in=removed_variants).delete()
     return outcome
+
+
+def _check_targeted_attributes(spec: SubjectTypeSpec, applied: set[str]) -> list[ResourceProblem]:
+    """A subject type may not drop or retype an attribute that an experiment of its type targets (one
+    applied now is checked against the new declaration by _apply_experiment)."""
+    types = dict(spec.attributes)
+    errors = []
+    experiments = Experiment.objects.filter(
+        subject_type__in=SubjectType.objects.get_ci_all(spec.key), targeting__isnull=False
+    )
+    for key, targeting in experiments.order_by("key").values_list("key", "targeting"):
+        if key.lower() in applied or not targeting:
+            continue
+        for path, message in gates.targeting_problems(targeting, types):
+            why = f"experiment {key!r} targets it ({path}: {message}); change that experiment's targeting first"
+            errors.append(ResourceProblem(_where(spec), "spec.attributes", why))
+    return errors
 
 
 def _history_record(model, spec: ResourceSpec, before: dict | None, actor: Actor) -> None:
@@ -319,6 +374,10 @@ def resources_apply(
             outcome = _apply_one(spec, errors, actor, create_only=create_only, check_versions=check_versions)
             if outcome is not None:
                 outcomes[index] = outcome
+        applied = {spec.key.lower() for spec in specs if isinstance(spec, ExperimentSpec)}
+        for spec in specs:
+            if isinstance(spec, SubjectTypeSpec):
+                errors.extend(_check_targeted_attributes(spec, applied))
         if errors:
             transaction.set_rollback(True)
             raise ResourceInvalid(errors)

@@ -21,3 +21,11 @@ class UnknownSubjectType(ProblemError):
     status = 400
     code = "unknown_subject_type"
     title = "Unknown subject type"
+
+
+class InvalidAttributes(ProblemError):
+    """Attribute values that do not have the types their subject type declares; `errors` names each."""
+
+    status = 400
+    code = "invalid_request"
+    title = "Invalid request"

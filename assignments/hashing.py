@@ -9,6 +9,10 @@ The comparison is done exactly, in integers: with n the 64-bit number and c a
 cumulative split, c > n / 2**64  <=>  n < ceil(c * 2**64). Cumulative splits are
 exact sums of the configured (binary floating-point) splits, so no float
 rounding decides a subject's variant.
+
+Coverage (docs/explanation/population.md) draws from the same digest, bytes 8 to 15:
+the subject is in when n_c < ceil(coverage * 2**64), so it is independent of the
+variant and raising coverage only adds subjects.
 """
 
 from __future__ import annotations
@@ -24,10 +28,21 @@ V = TypeVar("V")
 SCALE = 2**64
 
 
+def draws(salt: str, subject_id: str) -> tuple[int, int]:
+    """The variant draw n_v (bytes 0 to 7 of SHA-256(salt:subject_id)) and the coverage draw n_c
+    (bytes 8 to 15), each a big-endian unsigned integer in [0, 2**64)."""
+    digest = hashlib.sha256(f"{salt}:{subject_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big"), int.from_bytes(digest[8:16], "big")
+
+
 def bucket_number(salt: str, subject_id: str) -> int:
     """The first 8 bytes of SHA-256(salt:subject_id) as an unsigned integer in [0, 2**64)."""
-    digest = hashlib.sha256(f"{salt}:{subject_id}".encode()).digest()
-    return int.from_bytes(digest[:8], "big")
+    return draws(salt, subject_id)[0]
+
+
+def threshold(share: float) -> int:
+    """ceil(share * 2**64), exactly, for the share as read (a binary double): a draw n is in when n < it."""
+    return ceil(Fraction(share) * SCALE)
 
 
 def bucket(salt: str, subject_id: str) -> Fraction:

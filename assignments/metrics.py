@@ -28,6 +28,14 @@ LINK_WALKS_BOUNDED = Counter(
     registry=REGISTRY,
 )
 
+SUBJECTS_EXCLUDED = Counter(
+    "assignment_subjects_excluded_total",
+    "Subjects without a stored assignment that a gate kept out of an experiment (answered with the control, "
+    "nothing stored), by experiment and reason; a declared winner's targeting counts too.",
+    ["experiment", "reason"],
+    registry=REGISTRY,
+)
+
 
 def assignments_created(*, experiment: str, source: str, count: int) -> None:
     if settings.METRICS_ENABLED:
@@ -42,3 +50,8 @@ def assignment_conflicts_lost(*, experiment: str, count: int) -> None:
 def link_walks_bounded(*, experiment: str, count: int) -> None:
     if settings.METRICS_ENABLED:
         LINK_WALKS_BOUNDED.labels(experiment).inc(count)
+
+
+def subjects_excluded(*, experiment: str, reason: str, count: int) -> None:
+    if settings.METRICS_ENABLED:
+        SUBJECTS_EXCLUDED.labels(experiment, reason).inc(count)

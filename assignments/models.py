@@ -69,9 +69,14 @@ class SubjectType(ResourceModel):
         ARCHIVED = "archived"
 
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.ACTIVE)
+    # spec.attributes: [{"name": ..., "type": ...}] in configuration order, what targeting may name (gates.py).
+    attributes = models.JSONField(default=list, db_default=[], blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(Lower("key"), name="subjecttype_key_ci_unique")]
+
+    def attribute_types(self) -> dict[str, str]:
+        return {attribute["name"]: attribute["type"] for attribute in self.attributes}
 
 
 class Lab(ResourceModel):
@@ -96,10 +101,25 @@ class Experiment(ResourceModel):
     winning_variant = models.ForeignKey("Variant", on_delete=models.PROTECT, null=True, blank=True, related_name="+")
     # spec.followLinks: a new subject takes the variant of an identifier linked to it, if one has any.
     follow_links = models.BooleanField(default=False)
+    # Who enters (gates.py): spec.enrollment, spec.targeting (the conditions as the YAML holds them,
+    # null for none) and spec.coverage; each change while active starts a cohort.
+    enrollment_start_at = models.DateTimeField(null=True, blank=True)
+    enrollment_stop_at = models.DateTimeField(null=True, blank=True)
+    targeting = models.JSONField(null=True, blank=True)
+    coverage = models.FloatField(default=1.0, db_default=1.0)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(Lower("key"), name="experiment_key_ci_unique"),
+            models.CheckConstraint(
+                condition=models.Q(coverage__gte=0, coverage__lte=1), name="experiment_coverage_0_to_1"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(enrollment_start_at__isnull=True)
+                | models.Q(enrollment_stop_at__isnull=True)
+                | models.Q(enrollment_stop_at__gt=models.F("enrollment_start_at")),
+                name="experiment_enrollment_stop_after_start",
+            ),
             models.CheckConstraint(
                 condition=models.Q(status="winner_declared", winning_variant__isnull=False)
                 | (~models.Q(status="winner_declared") & models.Q(winning_variant__isnull=True)),
@@ -144,13 +164,17 @@ class Variant(models.Model):
 
 
 class Cohort(models.Model):
-    """A numbered version of an experiment's splits; assignments record the one they were made under."""
+    """A numbered version of an experiment's allocation, its splits and the population rule of its gates;
+    assignments record the one they were made under."""
 
     experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="cohorts")
     number = models.PositiveIntegerField()
     # [{"variant": "<variant id>", "split": 0.5}, ...] in configuration order: a
     # self-contained record, readable even after a variant is renamed or removed.
     splits = models.JSONField()
+    # The gates' part of the experiment's spec when the cohort began, as the YAML holds it:
+    # {"enrollment": {...}, "targeting": [...], "coverage": 0.2}, each only when set; {} for everyone.
+    population = models.JSONField(default=dict, db_default={}, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

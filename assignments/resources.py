@@ -11,10 +11,12 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import yaml
 
+from assignments import gates
 from assignments.models import DEFAULT_LAB_ID, RESOURCE_ID_PATTERN, Experiment, Lab, SubjectType, is_resource_id
 
 SCHEMA_VERSION = 1
@@ -36,8 +38,21 @@ METADATA_FIELDS = {
     "lab": {"id", "name", "description", "resourceVersion"},
     "experiment": {"id", "name", "description", "status", "parentId", "resourceVersion"},
 }
-EXPERIMENT_SPEC_FIELDS = {"subjectType", "hypothesis", "salt", "winningVariant", "followLinks", "variants"}
+EXPERIMENT_SPEC_FIELDS = {
+    "subjectType",
+    "hypothesis",
+    "salt",
+    "winningVariant",
+    "followLinks",
+    "enrollment",
+    "targeting",
+    "coverage",
+    "variants",
+}
 VARIANT_FIELDS = {"id", "name", "description", "control", "split"}
+SUBJECT_TYPE_SPEC_FIELDS = {"attributes"}
+ATTRIBUTE_FIELDS = {"name", "type"}
+ENROLLMENT_FIELDS = {"startAt", "stopAt"}
 
 
 @dataclass(frozen=True)
@@ -58,10 +73,15 @@ class SubjectTypeSpec:
     name: str
     description: str
     status: str
+    # spec.attributes as (name, type) pairs, in configuration order.
+    attributes: tuple[tuple[str, str], ...] = ()
     # metadata.resourceVersion: ignored by apply_resources, checked by the admin (see resources_apply).
     version: int | None = None
 
     kind = "subjecttype"
+
+    def attribute_documents(self) -> list[dict[str, str]]:
+        return [{"name": name, "type": attribute_type} for name, attribute_type in self.attributes]
 
 
 @dataclass(frozen=True)
@@ -98,6 +118,11 @@ class ExperimentSpec:
     winning_variant: str | None
     variants: tuple[VariantSpec, ...]
     follow_links: bool = False
+    enrollment_start_at: datetime | None = None
+    enrollment_stop_at: datetime | None = None
+    # The conditions as the document holds them (gates.py reads them), None for no targeting.
+    targeting: list[dict[str, Any]] | None = None
+    coverage: float = 1.0
     version: int | None = None
 
     kind = "experiment"
@@ -108,6 +133,39 @@ class ExperimentSpec:
 
     def splits(self) -> list[dict[str, Any]]:
         return [{"variant": variant.key, "split": variant.split} for variant in self.variants]
+
+    def population(self) -> dict[str, Any]:
+        """The gates' part of the spec, as a cohort records it and the export writes it."""
+        return population_document(
+            start_at=self.enrollment_start_at,
+            stop_at=self.enrollment_stop_at,
+            targeting=self.targeting,
+            coverage=self.coverage,
+        )
+
+
+def time_text(value: datetime) -> str:
+    """An instant as the export writes it: ISO 8601 in UTC, with Z."""
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def population_document(
+    *, start_at: datetime | None, stop_at: datetime | None, targeting: list | None, coverage: float
+) -> dict[str, Any]:
+    """spec.enrollment, spec.targeting and spec.coverage, each only when it narrows who enters."""
+    document: dict[str, Any] = {}
+    enrollment = {}
+    if start_at is not None:
+        enrollment["startAt"] = time_text(start_at)
+    if stop_at is not None:
+        enrollment["stopAt"] = time_text(stop_at)
+    if enrollment:
+        document["enrollment"] = enrollment
+    if targeting:
+        document["targeting"] = targeting
+    if coverage != 1:
+        document["coverage"] = coverage
+    return document
 
 
 ResourceSpec = SubjectTypeSpec | LabSpec | ExperimentSpec
@@ -267,6 +325,157 @@ def _read_variants(reader: _Reader, value: Any) -> tuple[VariantSpec, ...]:
     return tuple(variants)
 
 
+def _read_attributes(reader: _Reader, value: Any) -> tuple[tuple[str, str], ...]:
+    """spec.attributes of a subject type: up to 50 {name, type}, names unique (compared exactly)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        reader.error("spec.attributes", "must be a list of {name, type}")
+        return ()
+    if len(value) > gates.MAX_ATTRIBUTES:
+        reader.error("spec.attributes", f"must have at most {gates.MAX_ATTRIBUTES} attributes, has {len(value)}")
+    attributes = []
+    seen: set[str] = set()
+    for index, item in enumerate(value):
+        path = f"spec.attributes.{index}"
+        data = reader.mapping(item, path, ATTRIBUTE_FIELDS)
+        name = data.get("name")
+        if not gates.is_attribute_name(name):
+            reader.error(f"{path}.name", f"is required and must match {gates.ATTRIBUTE_NAME_PATTERN}")
+            name = None
+        elif name in seen:
+            reader.error(f"{path}.name", f"duplicates attribute {name!r}")
+        attribute_type = data.get("type")
+        if attribute_type not in gates.ATTRIBUTE_TYPES:
+            reader.error(f"{path}.type", f"is required and must be one of {', '.join(gates.ATTRIBUTE_TYPES)}")
+        elif name is not None:
+            seen.add(name)
+            attributes.append((name, attribute_type))
+    return tuple(attributes)
+
+
+def _read_time(reader: _Reader, value: Any, path: str) -> datetime | None:
+    """An ISO 8601 time with its offset (YAML may already have read an unquoted one as a timestamp)."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            reader.error(path, f"must be an ISO 8601 time with an offset, such as 2026-12-01T09:00:00+01:00: {value!r}")
+            return None
+    if not isinstance(value, datetime):
+        reader.error(path, "must be an ISO 8601 time with an offset, such as 2026-12-01T09:00:00+01:00")
+        return None
+    if value.tzinfo is None or value.utcoffset() is None:
+        reader.error(path, "needs an offset (Z for UTC, or such as +01:00): a time without one names no instant")
+        return None
+    return value
+
+
+def _read_enrollment(reader: _Reader, value: Any) -> tuple[datetime | None, datetime | None]:
+    if value is None:
+        return None, None
+    data = reader.mapping(value, "spec.enrollment", ENROLLMENT_FIELDS)
+    start = _read_time(reader, data["startAt"], "spec.enrollment.startAt") if "startAt" in data else None
+    stop = _read_time(reader, data["stopAt"], "spec.enrollment.stopAt") if "stopAt" in data else None
+    if start is not None and stop is not None and stop <= start:
+        reader.error("spec.enrollment.stopAt", "must be after startAt (the start is inclusive, the stop exclusive)")
+    return start, stop
+
+
+def _read_operand(reader: _Reader, operator: str, value: Any, path: str) -> bool:
+    """Whether a condition's VALUE has a shape its operator can take; whether it fits the attribute's
+    type is checked at apply, against the subject type's declaration (gates.targeting_problems)."""
+    if operator == "exists":
+        if not isinstance(value, bool):
+            reader.error(path, "must be true (the attribute was sent) or false (it was not)")
+            return False
+        return True
+    if operator in gates.LIST_OPERATORS:
+        if not isinstance(value, list) or not 1 <= len(value) <= gates.MAX_LIST_ITEMS:
+            reader.error(path, f"must be a list of 1 to {gates.MAX_LIST_ITEMS} strings or numbers")
+            return False
+        items = value
+    else:
+        items = [value]
+    for index, item in enumerate(items):
+        where = f"{path}.{index}" if operator in gates.LIST_OPERATORS else path
+        problem = gates.value_problem(item)
+        if problem is None and isinstance(item, bool) and operator != "equals":
+            problem = "must be a string or a number"
+        if problem is not None:
+            reader.error(where, problem)
+            return False
+    return True
+
+
+def _read_condition(reader: _Reader, value: Any, path: str) -> dict[str, Any] | None:
+    allowed = {"attribute", *gates.OPERATORS}
+    data = reader.mapping(value, path, allowed)
+    if not data:
+        return None
+    name = data.get("attribute")
+    operators = [key for key in data if key in gates.OPERATORS]
+    valid = True
+    if not gates.is_attribute_name(name):
+        reader.error(f"{path}.attribute", f"is required and must match {gates.ATTRIBUTE_NAME_PATTERN}")
+        valid = False
+    if len(operators) != 1:
+        found = ", ".join(operators) or "none"
+        reader.error(path, f"needs exactly one operator of {', '.join(gates.OPERATORS)}; found {found}")
+        return None
+    (operator,) = operators
+    if not _read_operand(reader, operator, data[operator], f"{path}.{operator}") or not valid:
+        return None
+    if set(data) - allowed:
+        return None
+    return {"attribute": name, operator: data[operator]}
+
+
+def _read_targeting(reader: _Reader, value: Any) -> list[dict[str, Any]] | None:
+    """spec.targeting: 1 to 20 conditions that must all hold, each {attribute, OPERATOR: VALUE} or
+    {anyOf: [1 to 20 such conditions]} (one level deep)."""
+    if value is None:
+        return None
+    limit = gates.MAX_CONDITIONS
+    if not isinstance(value, list) or not 1 <= len(value) <= limit:
+        reader.error("spec.targeting", f"must be a list of 1 to {limit} conditions (leave it out to target everyone)")
+        return None
+    documents = []
+    for index, item in enumerate(value):
+        path = f"spec.targeting.{index}"
+        if isinstance(item, dict) and "anyOf" in item:
+            if set(item) != {"anyOf"}:
+                reader.error(path, "an anyOf condition has no other field")
+                continue
+            inner = item["anyOf"]
+            if not isinstance(inner, list) or not 1 <= len(inner) <= limit:
+                reader.error(f"{path}.anyOf", f"must be a list of 1 to {limit} conditions")
+                continue
+            conditions = []
+            for position, condition in enumerate(inner):
+                where = f"{path}.anyOf.{position}"
+                if isinstance(condition, dict) and "anyOf" in condition:
+                    reader.error(where, "anyOf goes one level deep: list plain conditions in it")
+                    continue
+                conditions.append(_read_condition(reader, condition, where))
+            if all(condition is not None for condition in conditions):
+                documents.append({"anyOf": conditions})
+        else:
+            condition = _read_condition(reader, item, path)
+            if condition is not None:
+                documents.append(condition)
+    return documents
+
+
+def _read_coverage(reader: _Reader, value: Any) -> float:
+    if value is None:
+        return 1.0
+    if not gates.is_number(value) or not 0 <= value <= 1:
+        reader.error("spec.coverage", "must be a number from 0 to 1 (the share of subjects that may enter)")
+        return 1.0
+    return float(value)
+
+
 def _read_experiment(reader: _Reader, document: dict) -> ExperimentSpec | None:
     metadata, key, name, description, version = _read_metadata(reader, document, "experiment")
     status = reader.choice(metadata, "status", "metadata", Experiment.Status.values, Experiment.Status.DRAFT)
@@ -286,6 +495,9 @@ def _read_experiment(reader: _Reader, document: dict) -> ExperimentSpec | None:
     if not isinstance(follow_links, bool):
         reader.error("spec.followLinks", "must be true or false")
     variants = _read_variants(reader, spec.get("variants"))
+    start_at, stop_at = _read_enrollment(reader, spec.get("enrollment"))
+    targeting = _read_targeting(reader, spec.get("targeting"))
+    coverage = _read_coverage(reader, spec.get("coverage"))
     if status == Experiment.Status.WINNER_DECLARED and winner is None:
         reader.error("spec.winningVariant", "is required when status is winner_declared")
     if status != Experiment.Status.WINNER_DECLARED and winner is not None:
@@ -307,6 +519,10 @@ def _read_experiment(reader: _Reader, document: dict) -> ExperimentSpec | None:
         winning_variant=winner,
         variants=variants,
         follow_links=follow_links,
+        enrollment_start_at=start_at,
+        enrollment_stop_at=stop_at,
+        targeting=targeting,
+        coverage=coverage,
         version=version,
     )
 
@@ -326,15 +542,23 @@ def _read_document(reader: _Reader, document: Any) -> ResourceSpec | None:
         return None
     if kind == "experiment":
         return _read_experiment(reader, document)
-    if "spec" in document:
+    if "spec" in document and kind != "subjecttype":
         reader.error("spec", f"a {kind} has no spec")
     metadata, key, name, description, version = _read_metadata(reader, document, kind)
     if kind == "subjecttype":
         status = reader.choice(metadata, "status", "metadata", SubjectType.Status.values, SubjectType.Status.ACTIVE)
+        spec = reader.mapping(document.get("spec", {}), "spec", SUBJECT_TYPE_SPEC_FIELDS)
+        attributes = _read_attributes(reader, spec.get("attributes"))
         if reader.errors:
             return None
         return SubjectTypeSpec(
-            source=reader.source, key=key, name=name, description=description, status=status, version=version
+            source=reader.source,
+            key=key,
+            name=name,
+            description=description,
+            status=status,
+            attributes=attributes,
+            version=version,
         )
     if reader.errors:
         return None
@@ -406,7 +630,7 @@ def resource_yaml(document: dict) -> str:
 
 
 def _subject_type_document(subject_type: SubjectType) -> dict:
-    return {
+    document = {
         "schemaVersion": SCHEMA_VERSION,
         "kind": "subjecttype",
         "metadata": {
@@ -417,6 +641,9 @@ def _subject_type_document(subject_type: SubjectType) -> dict:
             "resourceVersion": subject_type.resource_version,
         },
     }
+    if subject_type.attributes:
+        document["spec"] = {"attributes": subject_type.attributes}
+    return document
 
 
 def _lab_document(lab: Lab) -> dict:
@@ -451,6 +678,7 @@ def _experiment_document(experiment: Experiment) -> dict:
     if experiment.winning_variant is not None:
         spec["winningVariant"] = experiment.winning_variant.key
     spec["followLinks"] = experiment.follow_links
+    spec.update(experiment_population(experiment))
     spec["variants"] = variants
     return {
         "schemaVersion": SCHEMA_VERSION,
@@ -465,6 +693,16 @@ def _experiment_document(experiment: Experiment) -> dict:
         },
         "spec": spec,
     }
+
+
+def experiment_population(experiment: Experiment) -> dict[str, Any]:
+    """The experiment's gates as its spec holds them (and its current cohort records them)."""
+    return population_document(
+        start_at=experiment.enrollment_start_at,
+        stop_at=experiment.enrollment_stop_at,
+        targeting=experiment.targeting,
+        coverage=experiment.coverage,
+    )
 
 
 def resources_export(*, kind: str | None = None) -> str:

@@ -9,6 +9,7 @@ from django.db.models import Max, QuerySet, Sum
 
 from assignments.cache import CATALOG, experiment_catalog, experiment_states, subject_types
 from assignments.errors import UnknownSubjectType
+from assignments.gates import Gates
 from assignments.hashing import Allocation
 from assignments.models import Cohort, Experiment, SubjectType, Variant, is_resource_id
 
@@ -37,6 +38,9 @@ class ExperimentState:
     winning_variant_pk: int | None
     variant_keys: dict[int, str]
     follow_links: bool
+    control_pk: int
+    subject_type_key: str
+    gates: Gates
 
     def variant_pk_for(self, subject_id: str) -> int:
         return self.allocation.variant_for(self.salt, subject_id)
@@ -70,17 +74,26 @@ def experiment_states_load(experiments: QuerySet[Experiment]) -> list[Experiment
             "current_cohort",
             "winning_variant",
             "follow_links",
+            "subject_type__key",
+            "subject_type__attributes",
+            "enrollment_start_at",
+            "enrollment_stop_at",
+            "targeting",
+            "coverage",
         )
     )
     if not rows:
         return []
     variants: dict[int, list[tuple[int, str, float]]] = defaultdict(list)
-    for experiment_pk, pk, key, split in (
+    controls: dict[int, int] = {}
+    for experiment_pk, pk, key, split, is_control in (
         Variant.objects.filter(experiment__in=experiments.values("pk"))
         .order_by("experiment", "position")
-        .values_list("experiment", "pk", "key", "split")
+        .values_list("experiment", "pk", "key", "split", "is_control")
     ):
         variants[experiment_pk].append((pk, key, split))
+        if is_control:
+            controls[experiment_pk] = pk
     return [
         ExperimentState(
             pk=pk,
@@ -94,8 +107,33 @@ def experiment_states_load(experiments: QuerySet[Experiment]) -> list[Experiment
             winning_variant_pk=winning_variant_pk,
             variant_keys={variant_pk: variant_key for variant_pk, variant_key, _ in variants[pk]},
             follow_links=follow_links,
+            control_pk=controls[pk],
+            subject_type_key=subject_type_key,
+            gates=Gates.configured(
+                start_at=start_at,
+                stop_at=stop_at,
+                targeting=targeting,
+                attribute_types={attribute["name"]: attribute["type"] for attribute in attributes},
+                coverage=coverage,
+            ),
         )
-        for pk, key, version, status, subject_type_pk, salt, cohort, winning_variant_pk, follow_links in rows
+        for (
+            pk,
+            key,
+            version,
+            status,
+            subject_type_pk,
+            salt,
+            cohort,
+            winning_variant_pk,
+            follow_links,
+            subject_type_key,
+            attributes,
+            start_at,
+            stop_at,
+            targeting,
+            coverage,
+        ) in rows
     ]
 
 

@@ -1,0 +1,324 @@
+"""Who enters an experiment: the gates of docs/explanation/population.md, as pure functions.
+
+They decide only for a subject without a stored assignment, from the cached
+configuration, the request's attributes and the time, and they run no SQL: the
+hot path evaluates them between the statement that reads the stored
+assignments and the one that inserts the new ones. In order:
+
+1. enrollment window      enrollment_not_started, enrollment_closed
+2. holdouts               (next: held_out)
+3. layer                  (next: layer_excluded)
+4. targeting              attributes_missing, not_targeted
+5. following links        a linked identifier's variant skips gate 6 only
+6. coverage               outside_coverage
+7. the variant formula    hashing.py
+
+`Gates.screen` is gates 1 to 4, `Gates.covers` gate 6; the hot path follows
+links in between, because that needs the link table.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from assignments.hashing import SCALE, threshold
+
+ENROLLMENT_NOT_STARTED = "enrollment_not_started"
+ENROLLMENT_CLOSED = "enrollment_closed"
+ATTRIBUTES_MISSING = "attributes_missing"
+NOT_TARGETED = "not_targeted"
+OUTSIDE_COVERAGE = "outside_coverage"
+# The gates' reasons in the order that decides when several apply (the gates' own order).
+REASONS = (ENROLLMENT_NOT_STARTED, ENROLLMENT_CLOSED, ATTRIBUTES_MISSING, NOT_TARGETED, OUTSIDE_COVERAGE)
+
+STRING, NUMBER, BOOLEAN, VERSION = "string", "number", "boolean", "version"
+ATTRIBUTE_TYPES = (STRING, NUMBER, BOOLEAN, VERSION)
+# Operator -> the attribute types it may be used with.
+OPERATORS: dict[str, tuple[str, ...]] = {
+    "equals": ATTRIBUTE_TYPES,
+    "in": (STRING, NUMBER),
+    "notIn": (STRING, NUMBER),
+    "gt": (NUMBER, VERSION),
+    "gte": (NUMBER, VERSION),
+    "lt": (NUMBER, VERSION),
+    "lte": (NUMBER, VERSION),
+    "exists": ATTRIBUTE_TYPES,
+}
+LIST_OPERATORS = ("in", "notIn")
+MAX_LIST_ITEMS = 100
+MAX_CONDITIONS = 20
+
+ATTRIBUTE_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$"
+_attribute_name = re.compile(ATTRIBUTE_NAME_PATTERN)
+MAX_ATTRIBUTES = 50
+ATTRIBUTE_STRING_MAX_LENGTH = 256
+# ASCII digits only: \d would also take other scripts' digits, which int() reads but nobody means.
+_version = re.compile(r"[0-9]+(?:\.[0-9]+){0,3}")
+VERSION_PARTS = 4
+_control = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def is_attribute_name(value: object) -> bool:
+    return isinstance(value, str) and _attribute_name.fullmatch(value) is not None
+
+
+def version_parse(value: object) -> tuple[int, ...] | None:
+    """A version (1 to 4 dot-separated non-negative integers) as 4 numbers, missing parts 0; None if it is not one."""
+    if not isinstance(value, str) or _version.fullmatch(value) is None:
+        return None
+    parts = [int(part) for part in value.split(".")]
+    return tuple(parts + [0] * (VERSION_PARTS - len(parts)))
+
+
+def is_number(value: object) -> bool:
+    """A finite JSON or YAML number; booleans are not numbers here, although Python counts them as ints."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return not isinstance(value, float) or math.isfinite(value)
+
+
+def value_problem(value: object) -> str | None:
+    """Why a value cannot be an attribute's value (a string of at most 256 characters without control
+    characters, a finite number or a boolean), or None."""
+    if isinstance(value, bool) or is_number(value):
+        return None
+    if isinstance(value, str):
+        if len(value) > ATTRIBUTE_STRING_MAX_LENGTH:
+            return f"must be at most {ATTRIBUTE_STRING_MAX_LENGTH} characters"
+        if _control.search(value):
+            return "must not contain control characters"
+        return None
+    if isinstance(value, (int, float)):
+        return "must be a finite number"
+    return "must be a string, a finite number or a boolean"
+
+
+def typed_value(value: object, attribute_type: str) -> Any:
+    """The value as the gates compare it (a version as its numbers), or None if it is not of that type."""
+    if attribute_type == STRING:
+        return value if isinstance(value, str) else None
+    if attribute_type == NUMBER:
+        return value if is_number(value) else None
+    if attribute_type == BOOLEAN:
+        return value if isinstance(value, bool) else None
+    return version_parse(value)
+
+
+TYPE_WORDS = {
+    STRING: "a string",
+    NUMBER: "a number",
+    BOOLEAN: "true or false",
+    VERSION: "a version (1 to 4 dot-separated non-negative integers, such as 2.10.1)",
+}
+
+
+def attribute_problems(attributes: Mapping[str, object], declared: Mapping[str, str]) -> dict[str, str]:
+    """Attribute name -> why its value does not have the type declared for it; undeclared names are ignored."""
+    problems = {}
+    for name, value in attributes.items():
+        attribute_type = declared.get(name)
+        if attribute_type is not None and typed_value(value, attribute_type) is None:
+            problems[name] = f"must be {TYPE_WORDS[attribute_type]}, as the subject type declares"
+    return problems
+
+
+@dataclass(frozen=True)
+class Condition:
+    """{attribute: NAME, OPERATOR: VALUE}, its value already in the attribute type's form."""
+
+    attribute: str
+    operator: str
+    value: Any
+
+    def holds(self, attributes: Mapping[str, object], attribute_type: str) -> bool:
+        if self.attribute not in attributes:
+            return self.operator == "notIn" or (self.operator == "exists" and self.value is False)
+        if self.operator == "exists":
+            return self.value is True
+        sent = typed_value(attributes[self.attribute], attribute_type)
+        if sent is None:
+            # A value of another type than declared (the declaration changed within the
+            # subject-type cache's lifetime): it matches nothing.
+            return False
+        if self.operator == "equals":
+            return sent == self.value
+        if self.operator == "in":
+            return sent in self.value
+        if self.operator == "notIn":
+            return sent not in self.value
+        if self.operator == "gt":
+            return sent > self.value
+        if self.operator == "gte":
+            return sent >= self.value
+        if self.operator == "lt":
+            return sent < self.value
+        return sent <= self.value
+
+
+@dataclass(frozen=True)
+class AnyOf:
+    conditions: tuple[Condition, ...]
+
+
+Clause = Condition | AnyOf
+
+
+def condition_from(document: Mapping[str, Any], attribute_type: str) -> Condition:
+    """A condition of a targeting document (`{attribute: NAME, OPERATOR: VALUE}`) ready to evaluate,
+    for an attribute of the given type; the document has been validated (resources.py, configuring.py)."""
+    (operator,) = (name for name in document if name != "attribute")
+    value = document[operator]
+    if operator in LIST_OPERATORS:
+        value = frozenset(typed_value(item, attribute_type) for item in value)
+    elif operator != "exists":
+        value = typed_value(value, attribute_type)
+    return Condition(attribute=document["attribute"], operator=operator, value=value)
+
+
+@dataclass(frozen=True)
+class Targeting:
+    """Conditions that must all hold, with the declared type of each attribute they name."""
+
+    clauses: tuple[Clause, ...]
+    types: Mapping[str, str]
+
+    @classmethod
+    def from_documents(cls, documents: Sequence[Mapping[str, Any]], types: Mapping[str, str]) -> Targeting:
+        clauses: list[Clause] = []
+        for document in documents:
+            if "anyOf" in document:
+                inner = document["anyOf"]
+                clauses.append(AnyOf(tuple(condition_from(item, types[item["attribute"]]) for item in inner)))
+            else:
+                clauses.append(condition_from(document, types[document["attribute"]]))
+        return cls(clauses=tuple(clauses), types=dict(types))
+
+    def _holds(self, condition: Condition, attributes: Mapping[str, object]) -> bool:
+        return condition.holds(attributes, self.types[condition.attribute])
+
+    def reason(self, attributes: Mapping[str, object]) -> str | None:
+        """None when every clause holds; else attributes_missing when every clause that failed names
+        only attributes that were not sent (an anyOf when all of its conditions do), not_targeted otherwise."""
+        missing_only = True
+        failed = False
+        for clause in self.clauses:
+            conditions = clause.conditions if isinstance(clause, AnyOf) else (clause,)
+            if any(self._holds(condition, attributes) for condition in conditions):
+                continue
+            failed = True
+            if any(condition.attribute in attributes for condition in conditions):
+                missing_only = False
+                break
+        if not failed:
+            return None
+        return ATTRIBUTES_MISSING if missing_only else NOT_TARGETED
+
+
+@dataclass(frozen=True)
+class Gates:
+    """An experiment's gates as its current cohort configures them; the default lets everyone in."""
+
+    start_at: datetime | None = None
+    stop_at: datetime | None = None
+    targeting: Targeting | None = None
+    # A subject is covered when its coverage draw is below this: ceil(coverage * 2**64).
+    coverage_threshold: int = SCALE
+    # Whether any gate can stop anyone: without one the hot path skips them all.
+    any: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        gated = (
+            self.start_at is not None
+            or self.stop_at is not None
+            or self.targeting is not None
+            or self.coverage_threshold < SCALE
+        )
+        object.__setattr__(self, "any", gated)
+
+    @classmethod
+    def configured(
+        cls,
+        *,
+        start_at: datetime | None,
+        stop_at: datetime | None,
+        targeting: Sequence[Mapping[str, Any]] | None,
+        attribute_types: Mapping[str, str],
+        coverage: float,
+    ) -> Gates:
+        return cls(
+            start_at=start_at,
+            stop_at=stop_at,
+            targeting=Targeting.from_documents(targeting, attribute_types) if targeting else None,
+            coverage_threshold=threshold(coverage),
+        )
+
+    def window_reason(self, now: datetime) -> str | None:
+        """Gate 1: the start is inclusive, the stop exclusive."""
+        if self.start_at is not None and now < self.start_at:
+            return ENROLLMENT_NOT_STARTED
+        if self.stop_at is not None and now >= self.stop_at:
+            return ENROLLMENT_CLOSED
+        return None
+
+    def targeting_reason(self, attributes: Mapping[str, object]) -> str | None:
+        """Gate 4; also what still applies to a declared winner."""
+        return None if self.targeting is None else self.targeting.reason(attributes)
+
+    def screen(self, attributes: Mapping[str, object], now: datetime) -> str | None:
+        """Gates 1 to 4 for a subject without a stored assignment: the reason the first that stops it
+        names, or None."""
+        return self.window_reason(now) or self.targeting_reason(attributes)
+
+    def covers(self, coverage_draw: int) -> bool:
+        """Gate 6, given the subject's coverage draw (hashing.draws)."""
+        return coverage_draw < self.coverage_threshold
+
+
+def _condition_problems(document: Mapping[str, Any], path: str, types: Mapping[str, str]) -> list[tuple[str, str]]:
+    name = document["attribute"]
+    attribute_type = types.get(name)
+    if attribute_type is None:
+        declared = ", ".join(types) or "none"
+        return [(f"{path}.attribute", f"names no attribute the subject type declares: {name!r} (declared: {declared})")]
+    (operator,) = (key for key in document if key != "attribute")
+    if attribute_type not in OPERATORS[operator]:
+        allowed = ", ".join(op for op, op_types in OPERATORS.items() if attribute_type in op_types)
+        message = f"cannot be used with {attribute_type} attribute {name!r}; its operators: {allowed}"
+        return [(f"{path}.{operator}", message)]
+    if operator == "exists":
+        return []
+    values = document[operator] if operator in LIST_OPERATORS else [document[operator]]
+    for index, value in enumerate(values):
+        if typed_value(value, attribute_type) is None:
+            where = f"{path}.{operator}.{index}" if operator in LIST_OPERATORS else f"{path}.{operator}"
+            return [(where, f"must be {TYPE_WORDS[attribute_type]}: {name!r} is a {attribute_type} attribute")]
+    return []
+
+
+def targeting_problems(documents: Sequence[Mapping[str, Any]], types: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(field path, why) for each condition of structurally valid targeting documents that names an
+    attribute the subject type does not declare, uses an operator its type does not allow, or compares
+    with a value of another type."""
+    problems = []
+    for index, document in enumerate(documents):
+        path = f"spec.targeting.{index}"
+        if "anyOf" in document:
+            for inner, condition in enumerate(document["anyOf"]):
+                problems += _condition_problems(condition, f"{path}.anyOf.{inner}", types)
+        else:
+            problems += _condition_problems(document, path, types)
+    return problems
+
+
+def targeting_attributes(documents: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The attribute names targeting documents use."""
+    names = set()
+    for document in documents:
+        for condition in document.get("anyOf", [document]):
+            names.add(condition["attribute"])
+    return names
