@@ -18,9 +18,15 @@ def _without_none(fields: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in fields.items() if value is not None}
 
 
-def subject_type(key: str, *, name: str | None = None, status: str | None = None) -> dict:
+def subject_type(
+    key: str, *, name: str | None = None, status: str | None = None, attributes: dict[str, str] | None = None
+) -> dict:
+    """A subject type document; `attributes` maps each declared attribute's name to its type."""
     metadata = _without_none({"id": key, "name": name, "status": status})
-    return {"schemaVersion": 1, "kind": "subjecttype", "metadata": metadata}
+    document = {"schemaVersion": 1, "kind": "subjecttype", "metadata": metadata}
+    if attributes is not None:
+        document["spec"] = {"attributes": [{"name": name, "type": kind} for name, kind in attributes.items()]}
+    return document
 
 
 def lab(key: str, *, name: str | None = None) -> dict:
@@ -53,8 +59,14 @@ def experiment(
     winning_variant: str | None = None,
     follow_links: bool | None = None,
     variants: list[dict] | None = None,
+    enrollment: dict[str, str] | None = None,
+    targeting: list[dict] | None = None,
+    coverage: float | None = None,
 ) -> dict:
-    """An experiment document; active, on `user`, with control_and_green() unless told otherwise."""
+    """An experiment document; active, on `user`, with control_and_green() unless told otherwise.
+
+    `enrollment`, `targeting` and `coverage` are the gates' spec fields as the YAML writes them.
+    """
     return {
         "schemaVersion": 1,
         "kind": "experiment",
@@ -66,6 +78,9 @@ def experiment(
                 "salt": salt,
                 "winningVariant": winning_variant,
                 "followLinks": follow_links,
+                "enrollment": enrollment,
+                "targeting": targeting,
+                "coverage": coverage,
                 "variants": control_and_green() if variants is None else variants,
             }
         ),
