@@ -15,6 +15,7 @@ from rest_framework.response import Response
 
 from assignments import gates
 from assignments.assigning import Unassigned, assign_subject, assign_subjects
+from assignments.schema import ATTRIBUTES_HELP, EXCLUDED_HELP
 from core.api.fields import (
     IdentifierMapField,
     StrictBooleanField,
@@ -33,13 +34,6 @@ from tokens.authentication import IsProxyRole
 EXPERIMENT_ID_MAX_LENGTH = 1000
 MAX_IDENTIFIERS = 10
 MAX_EXPERIMENTS = 100
-
-ATTRIBUTES_HELP = (
-    f"0 to {gates.MAX_ATTRIBUTES} entries; keys match `{gates.ATTRIBUTE_NAME_PATTERN}`; values are strings (at most "
-    f"{gates.ATTRIBUTE_STRING_MAX_LENGTH} characters, no control characters), finite numbers or booleans, of the "
-    "type the subject type declares for that name (undeclared names are accepted and ignored). Targeting decides "
-    "on them; they are never stored or logged."
-)
 
 
 def _attribute_object_errors(data: object) -> dict | list | None:
@@ -89,12 +83,6 @@ class SubjectAttributesField(StrictField):
             raise serializers.ValidationError(errors)
         return data
 
-
-EXCLUDED_HELP = (
-    "Subject ID to the reason a gate kept it out (it got the control and nothing was stored): "
-    + ", ".join(f"`{reason}`" for reason in gates.REASONS)
-    + ". Present only when a subject was excluded."
-)
 
 EXPERIMENT_NOT_FOUND = ProblemDoc(
     "No experiment has that ID.",

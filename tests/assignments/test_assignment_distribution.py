@@ -37,7 +37,9 @@ def test_assign__20000_new_subjects__split_as_configured_and_equal_to_the_formul
 
     answered: dict[str, str] = {}
     for start in range(0, SUBJECTS, 1000):
-        answered.update(assign_subjects(experiment_id="three-way", subject_ids=subject_ids[start : start + 1000]))
+        answered.update(
+            assign_subjects(experiment_id="three-way", subject_ids=subject_ids[start : start + 1000]).assignments
+        )
 
     # Each subject is where the independent computation of the formula puts it, in the answer and in the table
     expected = {subject_id: reference_variant("distribution-test", subject_id, SPLITS) for subject_id in subject_ids}

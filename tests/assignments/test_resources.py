@@ -768,7 +768,7 @@ def test_apply__draft_activated_with_new_splits__cohort_1_holds_the_new_splits(d
     apply(experiment_doc(variants=variants_yaml("id: control, control: true, split: 0.3", "id: green, split: 0.7")))
 
     assert cohorts() == [(1, [{"variant": "control", "split": 0.3}, {"variant": "green", "split": 0.7}])]
-    assert assign_subjects(experiment_id="exp", subject_ids=["u1"]) == {"u1": "green"}
+    assert assign_subjects(experiment_id="exp", subject_ids=["u1"]).assignments == {"u1": "green"}
     assert Assignment.objects.get().cohort == 1
 
 

@@ -126,7 +126,16 @@ def test_schema__assignments_request_and_response__bounds_defaults_and_reasons(o
     assert (request["properties"]["assign"]["type"], request["properties"]["assign"]["default"]) == ("boolean", True)
     assert set(response["required"]) == {"assignments", "new_assignments", "unassigned"}
     reasons = response["properties"]["unassigned"]["additionalProperties"]
-    assert set(reasons["enum"]) == {"experiment_not_active", "subject_type_missing", "not_assigned"}
+    assert reasons["enum"] == [
+        "experiment_not_active",
+        "subject_type_missing",
+        "not_assigned",
+        "enrollment_not_started",
+        "enrollment_closed",
+        "attributes_missing",
+        "not_targeted",
+        "outside_coverage",
+    ]
     examples = openapi["paths"]["/assignments"]["post"]["requestBody"]["content"]["application/json"]["examples"]
     assert len(examples) == 2
 
