@@ -57,8 +57,7 @@ def _screened(
     entering = []
     excluded: Excluded = {}
     for pk, subject_id in missing:
-        state_gates = states[pk].gates
-        reason = state_gates.screen(attributes.get(subject_id, NO_ATTRIBUTES), now) if state_gates.any else None
+        reason = states[pk].gates.screen(attributes.get(subject_id, NO_ATTRIBUTES), now)
         if reason is None:
             entering.append((pk, subject_id))
         else:
@@ -163,7 +162,10 @@ def _settle(
     if not assign or not missing:
         return Settled(stored=stored, created=frozenset())
     now = timezone.now()
-    entering, excluded = _screened(by_pk, missing, attributes, now)
+    if any(state.gates.any for state in states):
+        entering, excluded = _screened(by_pk, missing, attributes, now)
+    else:
+        entering, excluded = missing, {}
     rows, outside = _new_rows(by_pk, entering)
     excluded.update(outside)
     _count_excluded(by_pk, excluded)
