@@ -1,4 +1,4 @@
-"""The assignment function (docs/reference/api.md), free of Django so anyone can reuse it.
+"""The assignment function (docs/explanation/assignment.md), free of Django so anyone can reuse it.
 
     h = SHA-256(UTF-8(salt + ":" + subject_id))
     u = (first 8 bytes of h, big-endian unsigned) / 2**64
