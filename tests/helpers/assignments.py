@@ -11,7 +11,8 @@ from assignments.models import Assignment, Experiment
 
 
 def reference_variant(salt: str, subject_id: str, splits: Sequence[tuple[str, float]]) -> str:
-    """The assignment formula (docs/explanation/assignment.md) in plain integers, sharing no code with assignments/hashing.py.
+    """The assignment formula (docs/explanation/assignment.md) in plain integers, sharing no code with
+    assignments/hashing.py.
 
     With u = n / 2**64 and each split an exact binary fraction p / q (q a power of
     two), "cumulative > u" is "cumulative_numerator * 2**64 > n * denominator".
