@@ -22,6 +22,7 @@ from assignments.resources import (
     SCHEMA_VERSION,
     ResourceInvalid,
     ResourceProblem,
+    experiment_population,
     resource_document,
     resource_read,
 )
@@ -142,6 +143,13 @@ class SubjectTypeForm(ResourceForm):
     def metadata(self) -> dict:
         return {**super().metadata(), "status": self.cleaned_data["status"]}
 
+    def document(self) -> dict:
+        document = super().document()
+        if not self.creating and self.instance.attributes:
+            # The form does not edit the declared attributes: a save keeps the stored ones.
+            document["spec"] = {"attributes": self.instance.attributes}
+        return document
+
 
 class LabForm(ResourceForm):
     kind = "lab"
@@ -229,6 +237,9 @@ class ExperimentForm(ResourceForm):
         if data["winning_variant"]:
             spec["winningVariant"] = data["winning_variant"]
         spec["followLinks"] = data["follow_links"]
+        if not self.creating:
+            # The form does not edit the gates: a save keeps the stored ones.
+            spec.update(experiment_population(self.instance))
         document["spec"] = {**spec, "variants": variants}
         return document
 

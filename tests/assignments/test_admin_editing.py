@@ -333,3 +333,42 @@ def test_admin_edit__page_opened_before_another_change__refused_and_that_change_
     )
     assert stored(checkout) == before
     assert Experiment.objects.get(pk=checkout.pk).hypothesis == "Green sells much more"
+
+
+GATED = {
+    "enrollment": {"startAt": "2026-12-01T09:00:00+01:00", "stopAt": "2027-01-15T00:00:00+01:00"},
+    "targeting": [
+        {"attribute": "country", "in": ["DE", "AT"]},
+        {"anyOf": [{"attribute": "plan", "equals": "pro"}, {"attribute": "seats", "gte": 10}]},
+    ],
+    "coverage": 0.2,
+}
+ATTRIBUTES = {"country": "string", "plan": "string", "seats": "number", "appVersion": "version"}
+
+
+@pytest.fixture
+def gated(db) -> Experiment:
+    """The active experiment `gated` on `user` (which declares ATTRIBUTES), with every gate of GATED."""
+    apply_resources(subject_type("user", attributes=ATTRIBUTES), experiment("gated", **GATED))
+    return Experiment.objects.get(key="gated")
+
+
+def test_admin_edit__gated_experiment_saved_unchanged__keeps_its_gates_with_no_cohort_or_history(staff_client, gated):
+    before = stored(gated)
+
+    response = edit(staff_client, gated)
+
+    assert response.status_code == 302, errors_of(response)
+    assert stored(gated) == before
+    assert resource_document(Experiment.objects.get(pk=gated.pk))["spec"]["coverage"] == 0.2
+
+
+def test_admin_edit__subject_type_with_attributes_saved_unchanged__keeps_them_with_no_history(staff_client, gated):
+    user = SubjectType.objects.get(key="user")
+    history = ResourceChange.objects.count()
+
+    response = edit(staff_client, user)
+
+    assert response.status_code == 302, errors_of(response)
+    assert SubjectType.objects.get(pk=user.pk).attribute_types() == ATTRIBUTES
+    assert ResourceChange.objects.count() == history
