@@ -430,9 +430,9 @@ class ExperimentForm(ResourceForm):
             old = self.instance.coverage
             self.add_error(
                 "coverage",
-                f"Lowering the coverage of a {self.instance.status} experiment from {percent_text(old)} to "
-                f"{percent_text(coverage)} starts a new cohort that lets in fewer subjects: those the old "
-                "coverage would have let in, and that have not been assigned yet, no longer enter (stored "
+                f"Lowering the coverage from {percent_text(old)} to {percent_text(coverage)} while the experiment "
+                f"is {self.instance.status} starts a new cohort that lets in fewer subjects: those the old "
+                "coverage would have let in and that have not been assigned yet no longer enter (stored "
                 "assignments stay). Tick \u201cYes, lower the coverage\u201d and save again to do it.",
             )
         return cleaned

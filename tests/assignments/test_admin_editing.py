@@ -460,7 +460,9 @@ def test_admin_edit__coverage_lowered_while_active__refused_until_confirmed_then
     # Then nothing is saved yet: the coverage field says what it does, beside a box to confirm it
     assert asked.status_code == 200
     (message,) = asked.context["adminform"].form.errors["coverage"]
-    assert message.startswith("Lowering the coverage of a active experiment from 20 % to 10 % starts a new cohort")
+    assert message.startswith(
+        "Lowering the coverage from 20 % to 10 % while the experiment is active starts a new cohort"
+    )
     assert "Yes, lower the coverage" in message
     assert 'type="checkbox" name="confirm_coverage"' in asked.content.decode()
     assert stored(gated) == before
