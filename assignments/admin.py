@@ -194,8 +194,9 @@ class ExperimentAdmin(ResourceAdmin):
             {
                 "fields": ["enrollment_start_at", "enrollment_stop_at", "targeting", "coverage", "confirm_coverage"],
                 "description": "The gates a subject without a stored assignment passes, in this order: the "
-                "enrollment window, the targeting, then the coverage. A stored assignment is always answered. "
-                "A change while the experiment is active or later starts the next cohort.",
+                "enrollment window, the targeting, then the coverage (skipped when a linked identifier's variant "
+                "is carried over). A stored assignment is always answered. A change while the experiment is "
+                "active or later starts the next cohort.",
             },
         ),
     ]
