@@ -23,12 +23,22 @@ from django.utils.html import format_html, format_html_join
 from assignments.charts import daily_chart
 from assignments.configuring import Actor, experiment_transition
 from assignments.forcing import FORCEABLE_STATUSES, REASON_MAX_LENGTH, ForceRefused, assignments_force
-from assignments.forms import ExperimentForm, LabForm, SubjectTypeForm, VariantForm, VariantFormSet
+from assignments.forms import (
+    ExperimentForm,
+    LabForm,
+    SubjectTypeForm,
+    TrySubjectForm,
+    VariantForm,
+    VariantFormSet,
+)
 from assignments.history import change_diff, resource_history
 from assignments.linking import MAX_DEPTH
 from assignments.models import Assignment, Cohort, Experiment, Lab, ResourceChange, SubjectType, Variant
+from assignments.populations import population_text
+from assignments.previews import subject_preview, subject_previews
 from assignments.reports import experiment_daily, experiment_report
-from assignments.resources import ResourceInvalid
+from assignments.resources import ResourceInvalid, experiment_population
+from assignments.selectors import RUNNING_STATUSES
 from assignments.subjects import subject_lookup
 from core.admin import EstimatedCountPaginator, ExactSearchAdmin, ReadOnlyAdmin, subject_id_html
 
@@ -122,11 +132,14 @@ def splits_line(splits: list[dict]):
 
 class CohortInline(admin.TabularInline):
     model = Cohort
-    fields = ["number", "splits_line", "created_at"]
+    fields = ["number", "splits_line", "population_line", "created_at"]
     readonly_fields = fields
     extra = 0
     can_delete = False
-    verbose_name_plural = "Cohorts (each change of the splits while active or later starts the next)"
+    verbose_name_plural = "Cohorts (each change of the splits or of who enters, while active or later, starts the next)"
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("experiment__subject_type")
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False
@@ -137,6 +150,10 @@ class CohortInline(admin.TabularInline):
     @admin.display(description="Splits")
     def splits_line(self, obj: Cohort):
         return splits_line(obj.splits)
+
+    @admin.display(description="Who enters")
+    def population_line(self, obj: Cohort) -> str:
+        return population_text(obj.population, subject_type=obj.experiment.subject_type.key)
 
 
 class WinnerForm(forms.Form):
@@ -172,6 +189,16 @@ class ExperimentAdmin(ResourceAdmin):
             },
         ),
         ("Assignment", {"fields": ["salt", "winning_variant", "follow_links"]}),
+        (
+            "Who enters",
+            {
+                "fields": ["enrollment_start_at", "enrollment_stop_at", "targeting", "coverage", "confirm_coverage"],
+                "description": "The gates a subject without a stored assignment passes, in this order: the "
+                "enrollment window, the targeting, then the coverage (skipped when a linked identifier's variant "
+                "is carried over). A stored assignment is always answered. A change while the experiment is "
+                "active or later starts the next cohort.",
+            },
+        ),
     ]
     list_display = ["key", "name", "status", "lab", "subject_type", "resource_version", "updated_at"]
     list_filter = ["status", "lab", "subject_type"]
@@ -187,14 +214,32 @@ class ExperimentAdmin(ResourceAdmin):
                 self.admin_site.admin_view(self.transition_view),
                 name="assignments_experiment_transition",
             ),
+            path(
+                "<path:object_id>/try/",
+                self.admin_site.admin_view(self.try_view),
+                name="assignments_experiment_try",
+            ),
             *super().get_urls(),
         ]
 
+    def get_fieldsets(self, request, obj=None):
+        if self.has_change_permission(request, obj):
+            return self.fieldsets
+        # A confirmation that only a save can ask for: nothing for staff who may only view.
+        return [
+            (name, {**options, "fields": [f for f in options["fields"] if f != "confirm_coverage"]})
+            for name, options in self.fieldsets
+        ]
+
     def page_context(self, obj: Experiment) -> dict:
-        """The history, the health panel's numbers and chart, and the transitions still possible."""
+        """The history, the population rule, the health panel's numbers and chart, the transitions still
+        possible and the "try a subject" form."""
         daily = experiment_daily(obj)
         return {
             **super().page_context(obj),
+            "population": population_text(experiment_population(obj), subject_type=obj.subject_type.key),
+            "try_form": TrySubjectForm(declared=obj.subject_type.attribute_types()),
+            "try_url": reverse("admin:assignments_experiment_try", args=[obj.pk]),
             "report": experiment_report(obj),
             "daily": daily,
             "daily_rows": list(zip(daily.days, zip(*daily.counts.values(), strict=True), strict=True)),
@@ -223,6 +268,42 @@ class ExperimentAdmin(ResourceAdmin):
         change_url = reverse("admin:assignments_experiment_change", args=[experiment.pk])
         confirmation = self._transition(request, [experiment], status)
         return HttpResponseRedirect(change_url) if confirmation is None else confirmation
+
+    def try_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """What the API would answer a subject now, storing nothing. A POST, so that the attributes typed
+        stay out of URLs, browser history and access logs."""
+        experiment = self.get_object(request, unquote(object_id))
+        if experiment is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        if not self.has_view_or_change_permission(request, experiment):
+            raise PermissionDenied
+        form = TrySubjectForm(
+            request.POST if request.method == "POST" else None,
+            declared=experiment.subject_type.attribute_types(),
+        )
+        preview = None
+        if form.is_valid():
+            preview = subject_preview(
+                experiment=experiment,
+                subject_id=form.cleaned_data["subject_id"],
+                attributes=form.cleaned_data["attributes"],
+            )
+        return TemplateResponse(
+            request,
+            "admin/assignments/experiment/try_subject.html",
+            {
+                **self.admin_site.each_context(request),
+                "opts": self.model._meta,
+                "title": f"Try a subject in {experiment.key}",
+                "experiment": experiment,
+                "population": population_text(
+                    experiment_population(experiment), subject_type=experiment.subject_type.key
+                ),
+                "try_form": form,
+                "try_url": request.path,
+                "preview": preview,
+            },
+        )
 
     def _transition(self, request: HttpRequest, experiments: list[Experiment], status: str) -> HttpResponse | None:
         """The confirmation page, or (once confirmed) each experiment moved, with a message per experiment.
@@ -367,7 +448,7 @@ class AssignmentAdmin(ExactSearchAdmin):
         if not self.has_view_permission(request):
             raise PermissionDenied
         form = SubjectLookupForm(request.GET if "subject_id" in request.GET else None)
-        lookup = force_form = None
+        lookup = force_form = previews = None
         if form.is_valid():
             subject_type, subject_id = form.cleaned_data["subject_type"], form.cleaned_data["subject_id"]
             may_force = request.user.has_perm("assignments.change_assignment")
@@ -381,6 +462,13 @@ class AssignmentAdmin(ExactSearchAdmin):
             lookup = subject_lookup(
                 subject_type=subject_type, subject_id=subject_id, depth=form.cleaned_data["depth"] or 2
             )
+            running = Experiment.objects.filter(subject_type=subject_type, status__in=RUNNING_STATUSES)
+            previews = subject_previews(
+                experiments=list(running.select_related("subject_type").order_by("key")),
+                subject_id=subject_id,
+                stored=lookup.assignments,
+                attributes=None,
+            )
         return TemplateResponse(
             request,
             "admin/assignments/subject_lookup.html",
@@ -390,6 +478,7 @@ class AssignmentAdmin(ExactSearchAdmin):
                 "title": "Subject lookup",
                 "form": form,
                 "lookup": lookup,
+                "previews": previews,
                 "force_form": force_form,
             },
         )

@@ -7,17 +7,45 @@ resources.resource_read and configuring.resources_apply, exactly as
 apply_resources does; each ResourceProblem comes back as an error on the field
 its path names. The apply runs inside the admin's own transaction (changeform_view
 is atomic), so a save is one transaction from validation to history entry.
+
+The gates' fields are edited as staff can get right at 2 a.m.:
+
+- a subject type's declared attributes are rows of a name and a type picked from a
+  list (a type cannot be misspelt), with a Remove box like the variants' (a row
+  cleared by mistake does not silently drop an attribute);
+- an experiment's targeting is the YAML of spec.targeting in a text area: conditions
+  nest (anyOf) and hold lists, which rows of inputs would make slow and error-prone,
+  and it is the text staff already read in files, the export and the history. The
+  field's help lists the subject type's attributes and the operators each allows,
+  and every refusal names the condition it is about;
+- times are ISO 8601 text with an offset, shown in UTC, as the export writes them;
+- lowering the coverage of an experiment that is active or later is refused until
+  staff tick a confirmation that appears beside it: it is the one edit of the gates
+  that keeps out subjects who would have entered, and a message after the save would
+  come once it is done.
+
+TrySubjectForm is the experiment page's "try a subject": a subject ID and attributes
+typed as the subject type declares them, checked as the API checks them.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import re
+from typing import Any
+
+import yaml
 from django import forms
 from django.contrib.admin.widgets import AdminTextareaWidget
 from django.core.exceptions import ValidationError
 from django.forms.models import BaseInlineFormSet
+from django.utils.html import format_html, format_html_join
 
+from assignments import gates
 from assignments.configuring import ADMIN_SOURCE, Actor, ApplyResult, resources_apply
 from assignments.models import Experiment, Lab, SubjectType, Variant
+from assignments.populations import percent_text
 from assignments.resources import (
     SCHEMA_VERSION,
     ResourceInvalid,
@@ -25,6 +53,7 @@ from assignments.resources import (
     resource_document,
     resource_read,
 )
+from core.api.fields import subject_id_problem
 
 # Document paths of a variant's fields -> VariantForm fields.
 VARIANT_FIELDS = {"id": "key", "name": "name", "description": "description", "control": "is_control", "split": "split"}
@@ -125,6 +154,31 @@ class ResourceForm(forms.ModelForm):
         return whole_variants
 
 
+class AttributeForm(forms.Form):
+    """One declared attribute: a row of the subject type's page."""
+
+    name = forms.CharField(required=False)
+    type = forms.ChoiceField(choices=[("", "---------"), *((t, t) for t in gates.ATTRIBUTE_TYPES)], required=False)
+    remove = forms.BooleanField(required=False)
+
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        name, attribute_type = cleaned.get("name"), cleaned.get("type")
+        if name and not attribute_type:
+            self.add_error("type", "pick the attribute's type")
+        elif attribute_type and not name:
+            self.add_error("name", "is required (or set the type back to --------- to leave the row out)")
+        return cleaned
+
+    def kept(self) -> bool:
+        """Whether the row declares an attribute: filled in and not ticked for removal."""
+        return bool(self.cleaned_data.get("name")) and not self.cleaned_data.get("remove")
+
+
+AttributeFormSet = forms.formset_factory(AttributeForm, extra=3)
+ATTRIBUTE_ROWS_WRONG = "Nothing was saved: correct the declared attributes below."
+
+
 class SubjectTypeForm(ResourceForm):
     kind = "subjecttype"
     field_paths = {**ResourceForm.field_paths, "metadata.status": "status"}
@@ -136,11 +190,48 @@ class SubjectTypeForm(ResourceForm):
         fields: list[str] = []
         exclude = _model_fields(SubjectType)  # noqa: DJ006 - every model field: the service writes, not the form
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # Rendered by the change form's template below the fields (resource_change_form.html).
+        self.attribute_rows = AttributeFormSet(
+            self.data if self.is_bound else None,
+            prefix="attributes",
+            initial=[] if self.creating else self.instance.attributes,
+        )
+
     def initial_from(self, document: dict) -> dict:
         return {**super().initial_from(document), "status": document["metadata"]["status"]}
 
     def metadata(self) -> dict:
         return {**super().metadata(), "status": self.cleaned_data["status"]}
+
+    def kept_rows(self) -> list[AttributeForm]:
+        return [row for row in self.attribute_rows.forms if row.kept()]
+
+    def clean(self) -> dict:
+        if not self.attribute_rows.is_valid():
+            self.add_error(None, ATTRIBUTE_ROWS_WRONG)
+        return super().clean()
+
+    def document(self) -> dict:
+        document = super().document()
+        attributes = [{"name": row.cleaned_data["name"], "type": row.cleaned_data["type"]} for row in self.kept_rows()]
+        if attributes:
+            document["spec"] = {"attributes": attributes}
+        return document
+
+    def route(self, problems: list[ResourceProblem], variant_forms: list[forms.Form]) -> list[str]:
+        rows, others = self.kept_rows(), []
+        for problem in problems:
+            head, _, rest = problem.path.partition("spec.attributes.")
+            if head or not rest:
+                others.append(problem)
+                continue
+            index, _, name = rest.partition(".")
+            rows[int(index)].add_error(name if name in ("name", "type") else None, problem.message)
+        if len(others) < len(problems):
+            self.add_error(None, ATTRIBUTE_ROWS_WRONG)
+        return super().route(others, variant_forms)
 
 
 class LabForm(ResourceForm):
@@ -150,6 +241,71 @@ class LabForm(ResourceForm):
         model = Lab
         fields: list[str] = []
         exclude = _model_fields(Lab)  # noqa: DJ006 - every model field: the service writes, not the form
+
+
+TARGETING_EXAMPLE = """- {attribute: country, in: [DE, AT]}
+- anyOf:
+    - {attribute: plan, equals: pro}
+    - {attribute: seats, gte: 10}"""
+OPERATOR_HELP = (
+    ("equals", "every type"),
+    ("in, notIn", "string, number; a list of 1 to 100 values"),
+    ("gt, gte, lt, lte", "number, version"),
+    ("exists", "every type; true (was sent) or false (was not)"),
+)
+
+
+def targeting_yaml(targeting: list[dict]) -> str:
+    """spec.targeting as the field shows it: one condition a line, an anyOf's conditions under it."""
+    lines = []
+    for clause in targeting:
+        if "anyOf" in clause:
+            lines.append("- anyOf:")
+            lines += [f"    - {_flow(condition)}" for condition in clause["anyOf"]]
+        else:
+            lines.append(f"- {_flow(clause)}")
+    return "\n".join(lines)
+
+
+def _flow(condition: dict) -> str:
+    # The attribute first, as written: PostgreSQL's jsonb keeps keys in an order of its own.
+    ordered = {"attribute": condition["attribute"], **condition}
+    return yaml.safe_dump(ordered, default_flow_style=True, sort_keys=False, allow_unicode=True, width=math.inf)[:-1]
+
+
+def targeting_help(subject_type: SubjectType | None):
+    """The targeting field's help: the attributes the subject type declares, and the operators."""
+    if subject_type is None:
+        attributes = "those its subject type declares (on the subject type's page)"
+    elif subject_type.attributes:
+        attributes = format_html_join(", ", "{} ({})", ((a["name"], a["type"]) for a in subject_type.attributes))
+    else:
+        attributes = format_html("none yet: declare them on subject type {} first", subject_type.key)
+    operators = format_html_join("; ", "<code>{}</code>: {}", OPERATOR_HELP)
+    return format_html(
+        "Conditions that must all hold, as the YAML of <code>spec.targeting</code>; "
+        "<code>anyOf</code> holds when one of its conditions does. Blank: everyone. "
+        "Attributes: {}. Operators: {}. Quote versions and values YAML would read otherwise "
+        "(<code>'2.3'</code>, <code>'NO'</code>, <code>'yes'</code>).",
+        attributes,
+        operators,
+    )
+
+
+def targeting_where(path: str) -> str:
+    """A targeting problem's place in words: spec.targeting.1.anyOf.0.in.2 -> "condition 2, its anyOf
+    condition 1, in item 3"."""
+    parts = path.split(".")[2:]
+    words = []
+    if parts:
+        words.append(f"condition {int(parts.pop(0)) + 1}")
+    if parts[:1] == ["anyOf"]:
+        parts.pop(0)
+        words.append(f"its anyOf condition {int(parts.pop(0)) + 1}" if parts else "anyOf")
+    if parts:
+        field_name = parts.pop(0)
+        words.append(f"{field_name} item {int(parts[0]) + 1}" if parts else field_name)
+    return ", ".join(words)
 
 
 class ExperimentForm(ResourceForm):
@@ -165,6 +321,10 @@ class ExperimentForm(ResourceForm):
         "spec.salt": "salt",
         "spec.winningVariant": "winning_variant",
         "spec.followLinks": "follow_links",
+        "spec.enrollment": "enrollment_start_at",
+        "spec.enrollment.startAt": "enrollment_start_at",
+        "spec.enrollment.stopAt": "enrollment_stop_at",
+        "spec.coverage": "coverage",
     }
     applies_in_clean = False
 
@@ -193,6 +353,28 @@ class ExperimentForm(ResourceForm):
         help_text="A new subject takes the variant of the earliest assigned identifier linked to it "
         "(at most 4 links away) instead of a hashed one. Applies to new assignments only.",
     )
+    enrollment_start_at = forms.CharField(
+        label="Enrollment start",
+        required=False,
+        help_text="ISO 8601 with an offset, such as 2026-12-01T09:00:00+01:00 (Z for UTC); shown in UTC. "
+        "Subjects enter from this instant on. Blank: no start.",
+    )
+    enrollment_stop_at = forms.CharField(
+        label="Enrollment stop",
+        required=False,
+        help_text="As the start; from this instant on no new subject enters (stored ones are still answered). "
+        "Blank: no stop.",
+    )
+    targeting = forms.CharField(
+        required=False,
+        strip=False,
+        widget=AdminTextareaWidget(
+            attrs={"rows": 6, "style": "font-family: monospace", "placeholder": TARGETING_EXAMPLE}
+        ),
+    )
+    coverage = forms.FloatField(initial=1.0)
+    # Asked for, and then shown, only when a save would lower the coverage of a running experiment.
+    confirm_coverage = forms.BooleanField(label="Yes, lower the coverage", required=False, widget=forms.HiddenInput)
 
     class Meta:
         model = Experiment
@@ -205,6 +387,13 @@ class ExperimentForm(ResourceForm):
         self.instance.editing_form = self
         if self.creating:
             self.fields["lab"].initial = Lab.objects.get_ci("default")
+        coverage = 1.0 if self.creating else self.instance.coverage
+        self.fields["coverage"].help_text = (
+            "The share of subjects that may enter, from 0 to 1 (0.2 is 20 %), drawn independently of the "
+            f"variant: now {coverage:g}, that is {percent_text(coverage)}. Raising it only adds subjects."
+        )
+        declared = None if self.creating else self.instance.subject_type
+        self.fields["targeting"].help_text = targeting_help(declared)
 
     def initial_from(self, document: dict) -> dict:
         metadata, spec = document["metadata"], document["spec"]
@@ -217,7 +406,54 @@ class ExperimentForm(ResourceForm):
             "salt": spec["salt"],
             "winning_variant": spec.get("winningVariant", ""),
             "follow_links": spec["followLinks"],
+            "enrollment_start_at": spec.get("enrollment", {}).get("startAt", ""),
+            "enrollment_stop_at": spec.get("enrollment", {}).get("stopAt", ""),
+            "targeting": targeting_yaml(spec["targeting"]) if spec.get("targeting") else "",
+            "coverage": spec.get("coverage", 1.0),
         }
+
+    def clean_targeting(self) -> Any:
+        """The conditions as YAML reads them (the service checks them), or None for no targeting."""
+        text = self.cleaned_data["targeting"]
+        if not text.strip():
+            return None
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ValidationError(f"not valid YAML: {exc}") from None
+
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        coverage = cleaned.get("coverage")
+        if coverage is not None and self.coverage_lowered(coverage) and not cleaned.get("confirm_coverage"):
+            self.fields["confirm_coverage"].widget = forms.CheckboxInput()
+            old = self.instance.coverage
+            self.add_error(
+                "coverage",
+                f"Lowering the coverage from {percent_text(old)} to {percent_text(coverage)} while the experiment "
+                f"is {self.instance.status} starts a new cohort that lets in fewer subjects: those the old "
+                "coverage would have let in and that have not been assigned yet no longer enter (stored "
+                "assignments stay). Tick \u201cYes, lower the coverage\u201d and save again to do it.",
+            )
+        return cleaned
+
+    def coverage_lowered(self, coverage: float) -> bool:
+        """Whether the save lowers the coverage of an experiment that is active or later (a draft has
+        assigned nobody: its first cohort is simply corrected)."""
+        if self.creating:
+            return False
+        running = Experiment.status_rank(self.instance.status) >= Experiment.status_rank(Experiment.Status.ACTIVE)
+        return running and coverage < self.instance.coverage
+
+    def route(self, problems: list[ResourceProblem], variant_forms: list[forms.Form]) -> list[str]:
+        others = []
+        for problem in problems:
+            if problem.path == "spec.targeting" or problem.path.startswith("spec.targeting."):
+                where = targeting_where(problem.path)
+                self.add_error("targeting", f"{where}: {problem.message}" if where else problem.message)
+            else:
+                others.append(problem)
+        return super().route(others, variant_forms)
 
     def experiment_document(self, variants: list[dict]) -> dict:
         data = self.cleaned_data
@@ -229,6 +465,16 @@ class ExperimentForm(ResourceForm):
         if data["winning_variant"]:
             spec["winningVariant"] = data["winning_variant"]
         spec["followLinks"] = data["follow_links"]
+        enrollment = {}
+        if data["enrollment_start_at"]:
+            enrollment["startAt"] = data["enrollment_start_at"]
+        if data["enrollment_stop_at"]:
+            enrollment["stopAt"] = data["enrollment_stop_at"]
+        if enrollment:
+            spec["enrollment"] = enrollment
+        if data["targeting"] is not None:
+            spec["targeting"] = data["targeting"]
+        spec["coverage"] = data["coverage"]
         document["spec"] = {**spec, "variants": variants}
         return document
 
@@ -296,3 +542,102 @@ class VariantFormSet(BaseInlineFormSet):
         if parent.result is None:
             # An invalid formset is what stops the admin from saving, whichever form the errors are on.
             raise ValidationError(whole_variants or [NOT_SAVED])
+
+
+class TrySubjectForm(forms.Form):
+    """A subject to preview in one experiment: its ID and the attributes a request would send."""
+
+    subject_id = forms.CharField(label="Subject ID", max_length=256, strip=False, help_text="Exact, case-sensitive.")
+    attributes = forms.CharField(
+        required=False,
+        strip=False,
+        widget=AdminTextareaWidget(attrs={"rows": 4, "style": "font-family: monospace", "placeholder": "country=DE"}),
+        help_text="One name=value a line, typed as the subject type declares the name (a number, true or "
+        "false, a version or a string: country=DE, seats=12, beta=true), or a JSON object "
+        '({"country": "DE", "seats": 12}). Blank: none sent. They are not stored or logged.',
+    )
+
+    def __init__(self, *args, declared: dict[str, str], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.declared = declared
+
+    def clean_subject_id(self) -> str:
+        subject_id = self.cleaned_data["subject_id"]
+        problem = subject_id_problem(subject_id)
+        if problem is not None:
+            raise ValidationError(problem)
+        return subject_id
+
+    def clean_attributes(self) -> dict[str, object]:
+        """The attributes as a request's attribute object, checked as the API checks one."""
+        text = self.cleaned_data["attributes"]
+        attributes = self._json(text) if text.lstrip().startswith("{") else self._lines(text)
+        if len(attributes) > gates.MAX_ATTRIBUTES:
+            raise ValidationError(f"at most {gates.MAX_ATTRIBUTES} attributes, not {len(attributes)}")
+        problems = [
+            f"{name}: {problem}"
+            for name, value in attributes.items()
+            if (problem := gates.value_problem(value) or _name_problem(name)) is not None
+        ]
+        problems += [f"{name}: {why}" for name, why in gates.attribute_problems(attributes, self.declared).items()]
+        if problems:
+            raise ValidationError(problems)
+        return attributes
+
+    @staticmethod
+    def _json(text: str) -> dict[str, object]:
+        try:
+            attributes = json.loads(text)
+        except ValueError as exc:
+            raise ValidationError(f"not a valid JSON object: {exc}") from None
+        if not isinstance(attributes, dict):
+            raise ValidationError("must be a JSON object of name: value")
+        return attributes
+
+    def _lines(self, text: str) -> dict[str, object]:
+        attributes: dict[str, object] = {}
+        problems = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            name, equals, value = line.partition("=")
+            name = name.strip()
+            if not equals:
+                problems.append(f"line {number}: write name=value")
+            elif name in attributes:
+                problems.append(f"line {number}: {name} is given twice")
+            else:
+                try:
+                    attributes[name] = typed_text(value.strip(), self.declared.get(name, gates.STRING))
+                except ValueError as exc:
+                    problems.append(f"line {number}: {name}: {exc}")
+        if problems:
+            raise ValidationError(problems)
+        return attributes
+
+
+def _name_problem(name: str) -> str | None:
+    return None if gates.is_attribute_name(name) else f"names must match {gates.ATTRIBUTE_NAME_PATTERN}"
+
+
+_integer = re.compile(r"-?[0-9]+")
+
+
+def typed_text(value: str, attribute_type: str) -> object:
+    """A value typed as text, as the declared type reads it: a number, a boolean, or the text itself.
+    Raises ValueError for a number or boolean that is not one."""
+    if attribute_type == gates.NUMBER:
+        if _integer.fullmatch(value):
+            return int(value)
+        try:
+            number = float(value)
+        except ValueError:
+            raise ValueError(f"is a number attribute: {value!r} is not a number") from None
+        if not math.isfinite(number):
+            raise ValueError(f"is a number attribute: {value!r} is not a finite number")
+        return number
+    if attribute_type == gates.BOOLEAN:
+        if value not in ("true", "false"):
+            raise ValueError(f"is a boolean attribute: write true or false, not {value!r}")
+        return value == "true"
+    return value

@@ -14,7 +14,8 @@ assignments and the one that inserts the new ones. In order:
 7. the variant formula    hashing.py
 
 `Gates.screen` is gates 1 to 4, `Gates.covers` gate 6; the hot path follows
-links in between, because that needs the link table.
+links in between, because that needs the link table. `decide` runs them all for
+one subject, given what following links found, for the staff console's previews.
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from assignments.hashing import SCALE, threshold
+from assignments.hashing import SCALE, Allocation, draws, threshold
+
+V = TypeVar("V")
 
 ENROLLMENT_NOT_STARTED = "enrollment_not_started"
 ENROLLMENT_CLOSED = "enrollment_closed"
@@ -198,6 +201,15 @@ class Targeting:
                 clauses.append(condition_from(document, types[document["attribute"]]))
         return cls(clauses=tuple(clauses), types=dict(types))
 
+    def attribute_names(self) -> tuple[str, ...]:
+        """The attributes the conditions name, each once, in the order they first appear."""
+        names = (
+            condition.attribute
+            for clause in self.clauses
+            for condition in (clause.conditions if isinstance(clause, AnyOf) else (clause,))
+        )
+        return tuple(dict.fromkeys(names))
+
     def _holds(self, condition: Condition, attributes: Mapping[str, object]) -> bool:
         return condition.holds(attributes, self.types[condition.attribute])
 
@@ -277,6 +289,51 @@ class Gates:
     def covers(self, coverage_draw: int) -> bool:
         """Gate 6, given the subject's coverage draw (hashing.draws)."""
         return coverage_draw < self.coverage_threshold
+
+
+@dataclass(frozen=True)
+class Decision(Generic[V]):
+    """What the gates and the formula make of one subject without a stored assignment."""
+
+    # The reason of the first gate that stops the subject; None when it enters.
+    reason: str | None = None
+    # The variant it enters with.
+    variant: V | None = None
+    # True when that variant is a linked identifier's, carried over past the coverage gate.
+    linked: bool = False
+    # The attributes the targeting reads, when the subject's are unknown: gate 4 is then
+    # undecided, and `reason` and `variant` say what follows if the targeting lets it in.
+    depends_on: tuple[str, ...] = ()
+
+
+def decide(
+    gates: Gates,
+    allocation: Allocation[V],
+    *,
+    salt: str,
+    subject_id: str,
+    attributes: Mapping[str, object] | None,
+    now: datetime,
+    linked: V | None = None,
+) -> Decision[V]:
+    """The gates in their order, then the variant formula, for one subject of an active experiment that
+    has no stored assignment in it; `attributes` None when they are unknown, `linked` the variant a
+    linked identifier would carry over (assignments/linking.py), if the experiment follows links."""
+    depends_on: tuple[str, ...] = ()
+    if attributes is None:
+        reason = gates.window_reason(now)
+        if reason is None and gates.targeting is not None:
+            depends_on = gates.targeting.attribute_names()
+    else:
+        reason = gates.screen(attributes, now)
+    if reason is not None:
+        return Decision(reason=reason)
+    if linked is not None:
+        return Decision(variant=linked, linked=True, depends_on=depends_on)
+    variant_draw, coverage_draw = draws(salt, subject_id)
+    if not gates.covers(coverage_draw):
+        return Decision(reason=OUTSIDE_COVERAGE, depends_on=depends_on)
+    return Decision(variant=allocation.choose(variant_draw), depends_on=depends_on)
 
 
 def _condition_problems(document: Mapping[str, Any], path: str, types: Mapping[str, str]) -> list[tuple[str, str]]:

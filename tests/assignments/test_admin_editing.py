@@ -333,3 +333,271 @@ def test_admin_edit__page_opened_before_another_change__refused_and_that_change_
     )
     assert stored(checkout) == before
     assert Experiment.objects.get(pk=checkout.pk).hypothesis == "Green sells much more"
+
+
+GATED = {
+    "enrollment": {"startAt": "2026-12-01T09:00:00+01:00", "stopAt": "2027-01-15T00:00:00+01:00"},
+    "targeting": [
+        {"attribute": "country", "in": ["DE", "AT"]},
+        {"anyOf": [{"attribute": "plan", "equals": "pro"}, {"attribute": "seats", "gte": 10}]},
+    ],
+    "coverage": 0.2,
+}
+ATTRIBUTES = {"country": "string", "plan": "string", "seats": "number", "appVersion": "version"}
+
+
+@pytest.fixture
+def gated(db) -> Experiment:
+    """The active experiment `gated` on `user` (which declares ATTRIBUTES), with every gate of GATED."""
+    apply_resources(subject_type("user", attributes=ATTRIBUTES), experiment("gated", **GATED))
+    return Experiment.objects.get(key="gated")
+
+
+def test_admin_edit__gated_experiment_saved_unchanged__keeps_its_gates_with_no_cohort_or_history(staff_client, gated):
+    before = stored(gated)
+
+    response = edit(staff_client, gated)
+
+    assert response.status_code == 302, errors_of(response)
+    assert stored(gated) == before
+    assert resource_document(Experiment.objects.get(pk=gated.pk))["spec"]["coverage"] == 0.2
+
+
+def test_admin_edit__subject_type_with_attributes_saved_unchanged__keeps_them_with_no_history(staff_client, gated):
+    user = SubjectType.objects.get(key="user")
+    history = ResourceChange.objects.count()
+
+    response = edit(staff_client, user)
+
+    assert response.status_code == 302, errors_of(response)
+    assert SubjectType.objects.get(pk=user.pk).attribute_types() == ATTRIBUTES
+    assert ResourceChange.objects.count() == history
+
+
+def cohorts_of(experiment: Experiment) -> list[tuple[int, dict]]:
+    return list(Cohort.objects.filter(experiment=experiment).values_list("number", "population"))
+
+
+def test_admin_edit__gated_experiment_page__gates_shown_as_yaml_and_utc_times(staff_client, gated):
+    fields = form_fields(staff_client.get(change_url(gated)).content.decode(), form_id="experiment_form")
+
+    assert (fields["enrollment_start_at"], fields["enrollment_stop_at"]) == (
+        "2026-12-01T08:00:00Z",
+        "2027-01-14T23:00:00Z",
+    )
+    assert fields["targeting"] == (
+        "- {attribute: country, in: [DE, AT]}\n"
+        "- anyOf:\n"
+        "    - {attribute: plan, equals: pro}\n"
+        "    - {attribute: seats, gte: 10}"
+    )
+    assert fields["coverage"] == "0.2"
+
+
+def test_admin_edit__gates_changed_while_active__next_cohort_with_its_population_and_history(staff_client, gated):
+    # When staff move the window, add a version condition and raise the coverage
+    response = edit(
+        staff_client,
+        gated,
+        enrollment_start_at="2026-12-02T00:00:00+01:00",
+        enrollment_stop_at="",
+        targeting="- {attribute: appVersion, gte: '2.3'}\n- {attribute: plan, exists: false}",
+        coverage="0.5",
+    )
+
+    # Then the experiment has them, as cohort 2, recorded as their change
+    assert response.status_code == 302, errors_of(response)
+    population = {
+        "enrollment": {"startAt": "2026-12-01T23:00:00Z"},
+        "targeting": [{"attribute": "appVersion", "gte": "2.3"}, {"attribute": "plan", "exists": False}],
+        "coverage": 0.5,
+    }
+    assert cohorts_of(gated) == [
+        (1, {**GATED, "enrollment": {"startAt": "2026-12-01T08:00:00Z", "stopAt": "2027-01-14T23:00:00Z"}}),
+        (2, population),
+    ]
+    change = ResourceChange.objects.filter(kind="experiment").latest("resource_version")
+    assert (change.actor, change.resource_version, change.after["spec"]["coverage"]) == ("alice", 2, 0.5)
+
+
+def test_admin_edit__targeting_cleared__everyone_targeted_as_in_yaml(staff_client, gated):
+    response = edit(staff_client, gated, targeting="")
+
+    assert response.status_code == 302, errors_of(response)
+    gated.refresh_from_db()
+    assert gated.targeting is None
+    assert "targeting" not in cohorts_of(gated)[-1][1]
+
+
+def test_admin_edit__same_gates_as_yaml__identical_stored_results(staff_client, gated):
+    apply_resources(subject_type("user", attributes=ATTRIBUTES), experiment("by-yaml", **GATED))
+    by_yaml = Experiment.objects.get(key="by-yaml")
+
+    edit(staff_client, gated, targeting="- {attribute: plan, in: [pro, team]}", coverage="0.3")
+    apply_resources(
+        subject_type("user", attributes=ATTRIBUTES),
+        experiment(
+            "by-yaml", **{**GATED, "targeting": [{"attribute": "plan", "in": ["pro", "team"]}], "coverage": 0.3}
+        ),
+    )
+
+    def comparable(experiment: Experiment) -> tuple:
+        document = resource_document(Experiment.objects.get(pk=experiment.pk))
+        for metadata in ("id", "name"):
+            document["metadata"].pop(metadata)
+        document["spec"].pop("salt")
+        return document, cohorts_of(experiment)
+
+    assert comparable(gated) == comparable(by_yaml)
+
+
+def test_admin_edit__coverage_lowered_while_active__refused_until_confirmed_then_next_cohort(staff_client, gated):
+    before = stored(gated)
+
+    # When staff lower the coverage from 20 % to 10 % of the active experiment
+    asked = edit(staff_client, gated, coverage="0.1")
+
+    # Then nothing is saved yet: the coverage field says what it does, beside a box to confirm it
+    assert asked.status_code == 200
+    (message,) = asked.context["adminform"].form.errors["coverage"]
+    assert message.startswith(
+        "Lowering the coverage from 20 % to 10 % while the experiment is active starts a new cohort"
+    )
+    assert "Yes, lower the coverage" in message
+    assert 'type="checkbox" name="confirm_coverage"' in asked.content.decode()
+    assert stored(gated) == before
+
+    # When they tick it and save the page again
+    fields = form_fields(asked.content.decode(), form_id="experiment_form")
+    confirmed = staff_client.post(change_url(gated), {**fields, "confirm_coverage": "on"})
+
+    # Then it is saved, as the next cohort
+    assert confirmed.status_code == 302, errors_of(confirmed)
+    assert [(number, population["coverage"]) for number, population in cohorts_of(gated)] == [(1, 0.2), (2, 0.1)]
+
+
+@pytest.mark.parametrize(("status", "coverage"), [("draft", "0.1"), ("active", "0.9")])
+def test_admin_edit__coverage_lowered_on_a_draft_or_raised__saved_without_confirmation(staff_client, status, coverage):
+    apply_resources(subject_type("user", attributes=ATTRIBUTES), experiment("gated", status=status, **GATED))
+    gated = Experiment.objects.get(key="gated")
+
+    response = edit(staff_client, gated, coverage=coverage)
+
+    assert response.status_code == 302, errors_of(response)
+    assert Experiment.objects.get(pk=gated.pk).coverage == float(coverage)
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "message"),
+    [
+        ({"targeting": "- {attribute: country, in: [DE"}, "targeting", "not valid YAML: "),
+        ({"targeting": "attribute: country"}, "targeting", "must be a list of 1 to 20 conditions"),
+        (
+            {"targeting": "- {attribute: city, equals: Paris}"},
+            "targeting",
+            "condition 1, attribute: names no attribute the subject type declares: 'city'",
+        ),
+        (
+            {"targeting": "- {attribute: country, in: [DE]}\n- anyOf:\n    - {attribute: plan, gt: pro}"},
+            "targeting",
+            "condition 2, its anyOf condition 1, gt: cannot be used with string attribute 'plan'",
+        ),
+        (
+            {"targeting": "- {attribute: seats, in: [1, ten]}"},
+            "targeting",
+            "condition 1, in item 2: must be a number: 'seats' is a number attribute",
+        ),
+        (
+            {"targeting": "- {attribute: appVersion, gte: 2.3}"},
+            "targeting",
+            "condition 1, gte: must be a version",
+        ),
+        ({"enrollment_start_at": "2026-12-01T09:00:00"}, "enrollment_start_at", "needs an offset"),
+        ({"enrollment_start_at": "tomorrow"}, "enrollment_start_at", "must be an ISO 8601 time with an offset"),
+        ({"enrollment_stop_at": "2026-11-01T00:00:00Z"}, "enrollment_stop_at", "must be after startAt"),
+        ({"coverage": "1.5"}, "coverage", "must be a number from 0 to 1"),
+        ({"coverage": "20%"}, "coverage", "Enter a number."),
+    ],
+)
+def test_admin_edit__gate_invalid__error_on_its_field_and_nothing_changed(staff_client, gated, changes, field, message):
+    before = stored(gated)
+
+    response = edit(staff_client, gated, **changes)
+
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert any(message in error for error in errors.get(field, [])), errors
+    assert stored(gated) == before
+
+
+def attribute_rows(response) -> list:
+    return response.context["adminform"].form.attribute_rows.forms
+
+
+def test_admin_edit__attribute_rows__added_retyped_and_removed_with_history(staff_client, db):
+    apply_resources(subject_type("user", attributes={"country": "string", "plan": "string"}))
+    user = SubjectType.objects.get(key="user")
+
+    # When staff retype plan, remove country and fill in a blank row
+    response = edit(
+        staff_client,
+        user,
+        attributes__0__remove="on",
+        attributes__1__type="number",
+        attributes__2__name="appVersion",
+        attributes__2__type="version",
+    )
+
+    # Then the subject type declares exactly that, recorded as their change
+    assert response.status_code == 302, errors_of(response)
+    user.refresh_from_db()
+    assert user.attributes == [{"name": "plan", "type": "number"}, {"name": "appVersion", "type": "version"}]
+    change = ResourceChange.objects.filter(kind="subjecttype").latest("resource_version")
+    assert (change.actor, change.resource_version) == ("alice", 2)
+    assert change.before["spec"]["attributes"][0] == {"name": "country", "type": "string"}
+
+
+@pytest.mark.parametrize(
+    ("changes", "row", "field", "message"),
+    [
+        ({"attributes__4__name": "seats"}, 4, "type", "pick the attribute's type"),
+        ({"attributes__4__type": "number"}, 4, "name", "is required"),
+        ({"attributes__4__name": "2fast", "attributes__4__type": "string"}, 4, "name", "must match"),
+        ({"attributes__4__name": "plan", "attributes__4__type": "string"}, 4, "name", "duplicates attribute 'plan'"),
+    ],
+)
+def test_admin_edit__attribute_row_invalid__error_on_that_row_and_nothing_changed(
+    staff_client, gated, changes, row, field, message
+):
+    user = SubjectType.objects.get(key="user")
+    before = (SubjectType.objects.get(pk=user.pk).attributes, ResourceChange.objects.count())
+
+    response = edit(staff_client, user, **changes)
+
+    assert response.status_code == 200
+    assert any(message in error for error in attribute_rows(response)[row].errors[field])
+    assert "Nothing was saved: correct the declared attributes below." in html.unescape(response.content.decode())
+    assert (SubjectType.objects.get(pk=user.pk).attributes, ResourceChange.objects.count()) == before
+
+
+@pytest.mark.parametrize("change", [{"attributes__2__remove": "on"}, {"attributes__2__type": "string"}])
+def test_admin_edit__targeted_attribute_removed_or_retyped__refused_naming_the_experiment(staff_client, gated, change):
+    user = SubjectType.objects.get(key="user")
+    before = SubjectType.objects.get(pk=user.pk).attributes
+
+    response = edit(staff_client, user, **change)
+
+    assert response.status_code == 200
+    assert "experiment 'gated' targets it" in response.context["adminform"].form.non_field_errors()[0]
+    assert SubjectType.objects.get(pk=user.pk).attributes == before
+
+
+def test_admin_add__subject_type_with_attributes__created_with_them(staff_client, db):
+    page = staff_client.get("/admin/assignments/subjecttype/add/")
+    data = form_fields(page.content.decode(), form_id="subjecttype_form")
+    data.update({"key": "account", "attributes-0-name": "seats", "attributes-0-type": "number"})
+
+    response = staff_client.post("/admin/assignments/subjecttype/add/", data)
+
+    assert response.status_code == 302, errors_of(response)
+    assert SubjectType.objects.get(key="account").attributes == [{"name": "seats", "type": "number"}]

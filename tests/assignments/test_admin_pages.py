@@ -20,6 +20,7 @@ from assignments.models import Assignment, Experiment, ResourceChange, SubjectTy
 from assignments.reports import experiment_report
 from tests.factories import AssignmentFactory, ExperimentFactory, IdentifierLinkFactory
 from tests.helpers import resources
+from tests.helpers.assignments import reference_variant
 from tests.helpers.resources import apply_resources
 
 CONFIG = (
@@ -49,6 +50,11 @@ def configured(db) -> dict[str, Experiment]:
 
 def text_of(response) -> str:
     return html.unescape(re.sub(r"<[^>]+>", " ", response.content.decode()))
+
+
+def words_of(response) -> str:
+    """The page's text with every run of white space made one space."""
+    return " ".join(text_of(response).split())
 
 
 def messages_of(response) -> list[str]:
@@ -477,3 +483,161 @@ def test_experiment_page__staff_who_may_only_view__sees_it_and_cannot_change_it(
     assert page.status_code == 200 and "Health: 0 assignments" in text_of(page)
     assert refused.status_code == 403 and lookup.status_code == 403
     assert Experiment.objects.get(pk=checkout.pk).status == "active"
+
+
+# Who enters: the population rule in words, trying a subject, the gates in the subject lookup
+
+USER_WITH_ATTRIBUTES = resources.subject_type(
+    "user", attributes={"country": "string", "plan": "string", "seats": "number"}
+)
+IN_DE = [{"attribute": "country", "in": ["DE", "AT"]}]
+
+
+@pytest.fixture
+def gated(db) -> Experiment:
+    """`user` with attributes, and the active `gated`: country in DE or AT, 100 % coverage, variants control/green."""
+    apply_resources(USER_WITH_ATTRIBUTES, resources.experiment("gated", targeting=IN_DE))
+    return Experiment.objects.get(key="gated")
+
+
+def try_subject(client, experiment: Experiment, subject_id: str, attributes: str = ""):
+    return client.post(
+        f"/admin/assignments/experiment/{experiment.pk}/try/", {"subject_id": subject_id, "attributes": attributes}
+    )
+
+
+def test_experiment_page__population_rule__in_words_at_the_top_and_for_each_cohort(staff_client, gated):
+    # Given the active experiment's gates changed once (cohort 2)
+    window = {"startAt": "2026-12-01T09:00:00+01:00", "stopAt": "2027-01-15T00:00:00+01:00"}
+    apply_resources(
+        USER_WITH_ATTRIBUTES, resources.experiment("gated", targeting=IN_DE, coverage=0.2, enrollment=window)
+    )
+
+    page = staff_client.get(f"/admin/assignments/experiment/{gated.pk}/change/")
+
+    # Then the page opens with the current rule, and each cohort states its own
+    now = "20 % of users with country in [DE, AT], between 2026-12-01 08:00 UTC and 2027-01-14 23:00 UTC"
+    content = html.unescape(page.content.decode())
+    assert f"<strong>Who may enter now:</strong> {now}." in content
+    cohorts = re.findall(r'<td class="field-population_line">\s*<p>(.*?)</p>', content)
+    assert cohorts == ["every user with country in [DE, AT]", now]
+
+
+def test_try_a_subject__targeted__its_variant_said_and_nothing_stored(staff_client, gated):
+    page = staff_client.get(f"/admin/assignments/experiment/{gated.pk}/change/")
+    assert f'method="post" action="/admin/assignments/experiment/{gated.pk}/try/"' in page.content.decode()
+
+    response = try_subject(staff_client, gated, "u-1", "country=DE")
+
+    preview = response.context["preview"]
+    expected = reference_variant("gated", "u-1", [("control", 0.5), ("green", 0.5)])
+    assert (preview.answer, preview.reason) == (expected, None)
+    assert f"Enters with {expected} (source hashed, cohort 1)" in text_of(response)
+    assert not Assignment.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("attributes", "reason", "words"),
+    [
+        ("", "attributes_missing", "the targeting needs attributes that were not sent"),
+        ("country=FR\nseats=3", "not_targeted", "the attributes sent do not meet the targeting"),
+        ('{"country": "CH"}', "not_targeted", "the attributes sent do not meet the targeting"),
+    ],
+)
+def test_try_a_subject__not_targeted__reason_code_and_words_and_the_control(
+    staff_client, gated, attributes, reason, words
+):
+    response = try_subject(staff_client, gated, "u-1", attributes)
+
+    text = words_of(response)
+    assert f"{reason} · Excluded ({reason}): {words}. The API answers the control, control; nothing is stored." in text
+    assert not Assignment.objects.exists()
+
+
+def test_try_a_subject__stored_assignment__shown_whatever_the_attributes(staff_client, gated):
+    stored = AssignmentFactory(experiment=gated, subject_id="u-1", variant=variant(gated))
+
+    response = try_subject(staff_client, gated, "u-1", "country=FR")
+
+    assert response.context["preview"].answer == "green"
+    assert "Its stored assignment, green, is the answer" in text_of(response)
+    assert f"/admin/assignments/assignment/{stored.pk}/change/" in response.content.decode()
+
+
+@pytest.mark.parametrize(
+    ("attributes", "message"),
+    [
+        ("seats=ten", "line 1: seats: is a number attribute: 'ten' is not a number"),
+        ("country", "line 1: write name=value"),
+        ("plan=pro\nplan=team", "line 2: plan is given twice"),
+        ('{"seats": "12"}', "seats: must be a number, as the subject type declares"),
+        ('{"country": ["DE"]}', "country: must be a string, a finite number or a boolean"),
+        ('{"country": "DE"', "not a valid JSON object"),
+        ("2fast=yes", "2fast: names must match"),
+    ],
+)
+def test_try_a_subject__attributes_malformed__form_error_and_no_decision(staff_client, gated, attributes, message):
+    response = try_subject(staff_client, gated, "u-1", attributes)
+
+    assert response.context["preview"] is None
+    assert any(message in error for error in response.context["try_form"].errors["attributes"])
+
+
+def test_try_a_subject__typed_by_the_declarations__numbers_and_strings_as_declared(staff_client, db):
+    apply_resources(
+        USER_WITH_ATTRIBUTES,
+        resources.experiment(
+            "gated", targeting=[{"attribute": "seats", "gte": 10}, {"attribute": "plan", "equals": "10"}]
+        ),
+    )
+    gated = Experiment.objects.get(key="gated")
+
+    response = try_subject(staff_client, gated, "u-1", " seats = 12 \nplan=10")
+
+    assert response.context["preview"].reason is None
+
+
+def test_try_a_subject__staff_who_may_only_view__may_try_and_anonymous_may_not(client, gated):
+    viewer = User.objects.create_user("viewer", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_experiment"))
+
+    anonymous = try_subject(client, gated, "u-1")
+    client.force_login(viewer)
+    viewed = try_subject(client, gated, "u-1", "country=AT")
+
+    assert anonymous.status_code == 302 and "/admin/login/" in anonymous["Location"]
+    assert viewed.status_code == 200 and viewed.context["preview"].reason is None
+
+
+def test_subject_lookup__running_experiments__stored_decided_or_depending_on_attributes(staff_client, db):
+    # Given experiments of every kind on user, and u-1 stored in one of them
+    past = "2026-01-01T00:00:00Z"
+    apply_resources(
+        USER_WITH_ATTRIBUTES,
+        resources.experiment("a-stored", coverage=0.0),
+        resources.experiment("b-closed", enrollment={"stopAt": past}, targeting=IN_DE),
+        resources.experiment("c-targeted", targeting=[*IN_DE, {"attribute": "plan", "exists": True}]),
+        resources.experiment("d-nobody", coverage=0.0),
+        resources.experiment("e-winner", status="winner_declared", winning_variant="green"),
+        resources.experiment("f-ended", status="ended"),
+        resources.experiment("g-draft", status="draft"),
+    )
+    stored = Experiment.objects.get(key="a-stored")
+    AssignmentFactory(experiment=stored, subject_id="u-1", variant=variant(stored))
+
+    # When staff look up u-1
+    page = staff_client.get("/admin/assignments/assignment/lookup/", {"subject_type": "user", "subject_id": "u-1"})
+
+    # Then each running experiment says what it would answer, and why
+    previews = page.context["previews"]
+    assert [(p.experiment.key, p.answer, p.reason, p.depends_on) for p in previews] == [
+        ("a-stored", "green", None, ()),
+        ("b-closed", "control", "enrollment_closed", ()),
+        ("c-targeted", None, None, ("country", "plan")),
+        ("d-nobody", "control", "outside_coverage", ()),
+        ("e-winner", "green", None, ()),
+    ]
+    text = text_of(page)
+    assert "depends on attributes: country, plan" in text
+    assert "its enrollment window has closed: it closed at 2026-01-01 00:00 UTC" in text
+    assert not Assignment.objects.exclude(experiment=stored).exists()
