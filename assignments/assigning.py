@@ -19,7 +19,6 @@ from django.utils import timezone
 
 from assignments import gates, metrics
 from assignments.errors import ExperimentNotActive, ExperimentNotFound, InvalidAttributes
-from assignments.hashing import draws
 from assignments.linking import linked_first
 from assignments.models import Assignment, Experiment, Variant
 from assignments.selectors import (
@@ -80,19 +79,18 @@ def _new_rows(states: dict[int, ExperimentState], entering: list[tuple[int, str]
     outside: Excluded = {}
     for pk, subject_id in entering:
         state = states[pk]
-        variant_pk = linked.get((pk, subject_id))
-        if variant_pk is not None:
-            # A linked identifier's assignment skips the coverage gate: the person is in the sample already.
-            rows.append((pk, subject_id, variant_pk, state.cohort, Assignment.Source.LINKED))
-        elif state.gates.any:
-            variant_draw, coverage_draw = draws(state.salt, subject_id)
-            if state.gates.covers(coverage_draw):
-                variant_pk = state.allocation.choose(variant_draw)
-                rows.append((pk, subject_id, variant_pk, state.cohort, Assignment.Source.HASHED))
-            else:
-                outside[(pk, subject_id)] = gates.OUTSIDE_COVERAGE
-        else:
+        if not state.gates.any and (pk, subject_id) not in linked:
+            # Without gates the formula alone decides: the common case, kept to one draw.
             rows.append((pk, subject_id, state.variant_pk_for(subject_id), state.cohort, Assignment.Source.HASHED))
+            continue
+        decision = gates.entered(
+            state.gates, state.allocation, salt=state.salt, subject_id=subject_id, linked=linked.get((pk, subject_id))
+        )
+        if decision.reason is not None:
+            outside[(pk, subject_id)] = decision.reason
+        else:
+            source = Assignment.Source.LINKED if decision.linked else Assignment.Source.HASHED
+            rows.append((pk, subject_id, decision.variant, state.cohort, source))
     return rows, outside
 
 

@@ -328,6 +328,21 @@ def decide(
         reason = gates.screen(attributes, now)
     if reason is not None:
         return Decision(reason=reason)
+    return entered(gates, allocation, salt=salt, subject_id=subject_id, linked=linked, depends_on=depends_on)
+
+
+def entered(
+    gates: Gates,
+    allocation: Allocation[V],
+    *,
+    salt: str,
+    subject_id: str,
+    linked: V | None = None,
+    depends_on: tuple[str, ...] = (),
+) -> Decision[V]:
+    """Gates 5 to 7 for a subject that gates 1 to 4 let through: a linked identifier's variant (skipping
+    coverage), else the coverage gate, then the variant formula. The hot path runs gates 1 to 4 for a whole
+    batch first, since only the subjects they let through need the link walk's statement."""
     if linked is not None:
         return Decision(variant=linked, linked=True, depends_on=depends_on)
     variant_draw, coverage_draw = draws(salt, subject_id)
