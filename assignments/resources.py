@@ -162,10 +162,19 @@ def population_document(
     if enrollment:
         document["enrollment"] = enrollment
     if targeting:
-        document["targeting"] = targeting
+        document["targeting"] = [_condition_in_order(condition) for condition in targeting]
     if coverage != 1:
         document["coverage"] = coverage
     return document
+
+
+def _condition_in_order(condition: dict[str, Any]) -> dict[str, Any]:
+    """A condition as written, `attribute` before its operator: PostgreSQL's jsonb keeps keys in an order
+    of its own (shortest first), which the export and the history would otherwise show."""
+    if "anyOf" in condition:
+        return {"anyOf": [_condition_in_order(inner) for inner in condition["anyOf"]]}
+    operators = {key: value for key, value in condition.items() if key != "attribute"}
+    return {"attribute": condition["attribute"], **operators}
 
 
 ResourceSpec = SubjectTypeSpec | LabSpec | ExperimentSpec

@@ -11,8 +11,9 @@ from django.core.management import call_command
 from assignments.models import Experiment
 from assignments.resources import resources_parse
 from tests.factories import LabFactory
+from tests.helpers import resources
 from tests.helpers.processes import run_manage_piped_to_head
-from tests.helpers.resources import apply_yaml
+from tests.helpers.resources import apply_resources, apply_yaml
 
 # Written out, not built: the export must round-trip this very text. Values chosen to trip a careless
 # YAML writer: strings that look like numbers, booleans or null; a colon; several lines; non-ASCII; IDs in
@@ -189,3 +190,22 @@ def test_export_process__piped_to_a_reader_that_leaves_at_once__stops_quietly_ex
 
     # Then the command stops there as `git log | head` does: its own exit status 0, nothing on stderr
     assert (result.returncode, result.stderr, result.stdout) == (0, b"", b"")
+
+
+def test_export__targeting__each_condition_written_attribute_first_as_in_the_yaml(db):
+    # Given conditions whose operator names are shorter than "attribute", which jsonb would put first
+    apply_resources(
+        resources.subject_type("user", attributes={"country": "string", "seats": "number"}),
+        resources.experiment(
+            "exp",
+            targeting=[
+                {"attribute": "country", "in": ["DE"]},
+                {"anyOf": [{"attribute": "seats", "gt": 9}, {"attribute": "country", "equals": "AT"}]},
+            ],
+        ),
+    )
+
+    text = export("--kind", "experiment")
+
+    assert "  - attribute: country\n    in:\n    - DE\n" in text
+    assert "    - attribute: seats\n      gt: 9\n    - attribute: country\n      equals: AT\n" in text
