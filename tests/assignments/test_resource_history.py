@@ -97,3 +97,94 @@ def test_resource_history_process__output_on_stdout_and_exit_codes():
     assert found.stdout.startswith("version 1  ")
     assert missing.returncode == 1 and missing.stdout == ""
     assert "no recorded changes" in missing.stderr
+
+
+def gated(**gates) -> tuple[dict, ...]:
+    """`checkout`, active, on `user` declaring `country`, with the given gates."""
+    return subject_type("user", attributes={"country": "string"}), experiment("checkout", **gates)
+
+
+BASE_GATES = {
+    "enrollment": {"startAt": "2026-12-01T09:00:00+01:00"},
+    "targeting": [{"attribute": "country", "in": ["DE"]}],
+    "coverage": 0.5,
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "removed", "added"),
+    [
+        ({"coverage": 0.8}, ["-  coverage: 0.5"], ["+  coverage: 0.8"]),
+        ({"targeting": [{"attribute": "country", "in": ["DE", "AT"]}]}, [], ["+    - AT"]),
+        (
+            {"enrollment": {"startAt": "2026-12-01T09:00:00+01:00", "stopAt": "2027-01-15T00:00:00+01:00"}},
+            [],
+            ["+    stopAt: '2027-01-14T23:00:00Z'"],
+        ),
+    ],
+    ids=["coverage", "targeting", "enrollment"],
+)
+def test_resource_history__gate_changed__entry_whose_diff_shows_the_rule_before_and_after(db, change, removed, added):
+    apply_resources(*gated(**BASE_GATES))
+    apply_resources(*gated(**{**BASE_GATES, **change}))
+
+    lines = run("experiment", "checkout")
+
+    assert lines[0].startswith("version 2  ")
+    newest = lines[: lines.index("")]
+    changed = [line for line in newest[3:] if line[:1] in "+-" and not line.startswith("@@")]
+    assert changed == removed + added
+
+
+def test_resource_history__subject_type_attributes__recorded_as_written(db):
+    apply_resources(subject_type("user"))
+    apply_resources(subject_type("user", attributes={"country": "string", "seats": "number"}))
+
+    lines = run("subjecttype", "user")
+
+    assert [line for line in lines[: lines.index("")] if line.startswith("+") and not line.startswith("+++")] == [
+        "+spec:",
+        "+  attributes:",
+        "+  - name: country",
+        "+    type: string",
+        "+  - name: seats",
+        "+    type: number",
+    ]
+
+
+def test_apply__experiment_without_gates__history_documents_as_before_gates_existed(db):
+    apply_resources(*checkout())
+    apply_resources(*checkout(split=0.4))
+
+    first, second = history()
+
+    # Exactly the keys the builds before the gates recorded: no empty enrollment, targeting or coverage
+    assert first.after == {
+        "schemaVersion": 1,
+        "kind": "experiment",
+        "metadata": {
+            "id": "checkout",
+            "name": "checkout",
+            "description": "",
+            "status": "active",
+            "parentId": "default",
+        },
+        "spec": {
+            "subjectType": "user",
+            "hypothesis": "",
+            "salt": "checkout",
+            "followLinks": False,
+            "variants": [
+                {"id": "control", "control": True, "split": 0.5},
+                {"id": "green", "control": False, "split": 0.5},
+            ],
+        },
+    }
+    assert second.before == first.after
+    assert second.after["spec"].keys() == first.after["spec"].keys()
+    (user,) = ResourceChange.objects.filter(kind="subjecttype")
+    assert user.after == {
+        "schemaVersion": 1,
+        "kind": "subjecttype",
+        "metadata": {"id": "user", "name": "user", "description": "", "status": "active"},
+    }
