@@ -420,7 +420,8 @@ def _read_operand(reader: _Reader, operator: str, value: Any, path: str) -> bool
 def _read_condition(reader: _Reader, value: Any, path: str) -> dict[str, Any] | None:
     allowed = {"attribute", *gates.OPERATORS}
     data = reader.mapping(value, path, allowed)
-    if not data:
+    if not isinstance(value, dict):
+        # reader.mapping said so; an empty mapping goes on, to be refused for what it lacks.
         return None
     name = data.get("attribute")
     operators = [key for key in data if key in gates.OPERATORS]

@@ -127,6 +127,7 @@ EXPERIMENT_MISTAKES = [
         {"targeting": [{"attribute": "country", "equals": "DE", "note": "x"}]},
         "spec.targeting.0.note: unknown field",
     ),
+    ("empty-condition", {"targeting": [{}]}, "spec.targeting.0: needs exactly one operator"),
     (
         "attribute-name-not-matching",
         {"targeting": [{"attribute": "1country", "equals": "DE"}]},
@@ -147,6 +148,11 @@ EXPERIMENT_MISTAKES = [
         "anyOf-not-a-list",
         {"targeting": [{"anyOf": {"attribute": "country", "equals": "DE"}}]},
         "spec.targeting.0.anyOf: must be a list of 1 to 20 conditions",
+    ),
+    (
+        "anyOf-empty-condition",
+        {"targeting": [{"anyOf": [{"attribute": "country", "equals": "DE"}, {}]}]},
+        "spec.targeting.0.anyOf.1: needs exactly one operator",
     ),
     (
         "anyOf-extra-key",
