@@ -377,6 +377,13 @@ def _read_time(reader: _Reader, value: Any, path: str) -> datetime | None:
     if value.tzinfo is None or value.utcoffset() is None:
         reader.error(path, "needs an offset (Z for UTC, or such as +01:00): a time without one names no instant")
         return None
+    try:
+        # The export writes instants in UTC (time_text), where 0001-01-01T00:00:00+01:00 falls before year 1,
+        # which a datetime cannot hold.
+        value.astimezone(UTC)
+    except OverflowError:
+        reader.error(path, "must be an instant from year 1 to 9999 in UTC")
+        return None
     return value
 
 

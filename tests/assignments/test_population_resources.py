@@ -259,6 +259,16 @@ EXPERIMENT_MISTAKES = [
         "'next monday'",
     ),
     (
+        "time-before-year-1-in-utc",
+        {"enrollment": {"startAt": "0001-01-01T00:00:00+01:00"}},
+        "spec.enrollment.startAt: must be an instant from year 1 to 9999 in UTC",
+    ),
+    (
+        "time-after-year-9999-in-utc",
+        {"enrollment": {"stopAt": "9999-12-31T23:30:00-01:00"}},
+        "spec.enrollment.stopAt: must be an instant from year 1 to 9999 in UTC",
+    ),
+    (
         "stop-equal-to-start",
         {"enrollment": {"startAt": "2026-12-01T09:00:00+01:00", "stopAt": "2026-12-01T08:00:00Z"}},
         "spec.enrollment.stopAt: must be after startAt",
