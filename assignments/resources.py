@@ -145,7 +145,12 @@ class ExperimentSpec:
 
 
 def time_text(value: datetime) -> str:
-    """An instant as the export writes it: ISO 8601 in UTC, with Z."""
+    """An instant as the export writes it: ISO 8601 in UTC, with Z.
+
+    The database keeps the instant, not the offset it was written with, so the export writes every
+    instant one way whatever offset its document gave; an apply of the export is then no change, and two
+    exports compare line by line.
+    """
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 

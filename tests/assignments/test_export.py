@@ -13,7 +13,7 @@ from assignments.resources import resources_parse
 from tests.factories import LabFactory
 from tests.helpers import resources
 from tests.helpers.processes import run_manage_piped_to_head
-from tests.helpers.resources import apply_resources, apply_yaml
+from tests.helpers.resources import apply_resources, apply_yaml, experiment, subject_type
 
 # Written out, not built: the export must round-trip this very text. Values chosen to trip a careless
 # YAML writer: strings that look like numbers, booleans or null; a colon; several lines; non-ASCII; IDs in
@@ -209,3 +209,137 @@ def test_export__targeting__each_condition_written_attribute_first_as_in_the_yam
 
     assert "  - attribute: country\n    in:\n    - DE\n" in text
     assert "    - attribute: seats\n      gt: 9\n    - attribute: country\n      equals: AT\n" in text
+
+
+# Written out, not built: a subject type's attributes and an experiment's gates as a person writes them. The
+# enrollment times carry an offset other than UTC, quoted and as an unquoted YAML timestamp (which YAML reads as
+# a time, not a string); strings that YAML would read as booleans or numbers when unquoted; every operator of
+# the targeting table on the types it allows, and an anyOf.
+GATES = """
+schemaVersion: 1
+kind: subjecttype
+metadata: {id: user}
+spec:
+  attributes:
+    - {name: country, type: string}
+    - {name: plan, type: string}
+    - {name: seats, type: number}
+    - {name: beta, type: boolean}
+    - {name: appVersion, type: version}
+---
+schemaVersion: 1
+kind: experiment
+metadata: {id: checkout, status: active}
+spec:
+  subjectType: user
+  enrollment: {startAt: "2026-12-01T09:00:00+01:00", stopAt: 2027-01-15T00:00:00+01:00}
+  targeting:
+    - {attribute: country, in: [DE, AT, CH]}
+    - {attribute: country, notIn: ["NO", "yes"]}
+    - {attribute: seats, in: [1, 2.5]}
+    - {attribute: seats, notIn: [0]}
+    - {attribute: plan, equals: "1.0"}
+    - {attribute: seats, equals: 3}
+    - {attribute: beta, equals: true}
+    - {attribute: appVersion, equals: "2.10"}
+    - {attribute: seats, gt: 1}
+    - {attribute: seats, gte: 1.5}
+    - {attribute: seats, lt: 100}
+    - {attribute: seats, lte: 99}
+    - {attribute: appVersion, gt: "2"}
+    - {attribute: appVersion, gte: "2.3"}
+    - {attribute: appVersion, lt: 3.0.0.1}
+    - {attribute: appVersion, lte: "2.10.1"}
+    - {attribute: plan, exists: true}
+    - {attribute: beta, exists: false}
+    - anyOf:
+        - {attribute: plan, equals: pro}
+        - {attribute: seats, gte: 10}
+  coverage: 0.2
+  variants:
+    - {id: control, control: true, split: 0.5}
+    - {id: green, split: 0.5}
+---
+schemaVersion: 1
+kind: experiment
+metadata: {id: closed-nobody}
+spec:
+  subjectType: user
+  enrollment: {stopAt: "2026-12-01T08:00:00Z"}
+  coverage: 0
+  variants:
+    - {id: control, control: true, split: 0.5}
+    - {id: green, split: 0.5}
+"""
+
+
+def test_export__gates__round_trip_unchanged_and_byte_identical(db, tmp_path):
+    # Given subject type attributes and every gate, applied through the command
+    source = tmp_path / "config.yaml"
+    source.write_text(GATES, encoding="utf-8")
+    apply_lines(source)
+
+    # When it is exported and the export applied again
+    exported = tmp_path / "export.yaml"
+    exported.write_text(export(), encoding="utf-8")
+    lines = apply_lines(exported)
+
+    # Then nothing changed (no new cohort either), and the export again is the same bytes
+    assert sorted(lines) == [
+        "experiment checkout: unchanged",
+        "experiment closed-nobody: unchanged",
+        "lab default: unchanged",
+        "subjecttype user: unchanged",
+    ]
+    assert export() == exported.read_text(encoding="utf-8")
+    assert Experiment.objects.get(key="checkout").cohorts.count() == 1
+
+
+# The export of a subject type and an experiment that use no gate, exactly as the builds before the gates wrote it.
+PLAIN_EXPORT = """\
+---
+schemaVersion: 1
+kind: subjecttype
+metadata:
+  id: user
+  name: user
+  description: ''
+  status: active
+  resourceVersion: 1
+---
+schemaVersion: 1
+kind: lab
+metadata:
+  id: default
+  name: default
+  description: ''
+  resourceVersion: 1
+---
+schemaVersion: 1
+kind: experiment
+metadata:
+  id: checkout
+  name: checkout
+  description: ''
+  status: active
+  parentId: default
+  resourceVersion: 1
+spec:
+  subjectType: user
+  hypothesis: ''
+  salt: checkout
+  followLinks: false
+  variants:
+  - id: control
+    control: true
+    split: 0.5
+  - id: green
+    control: false
+    split: 0.5
+"""
+
+
+def test_export__no_gates__the_same_bytes_as_before_gates_existed(db):
+    apply_resources(subject_type("user"), experiment("checkout"))
+
+    assert export() == PLAIN_EXPORT
