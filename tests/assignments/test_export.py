@@ -295,6 +295,52 @@ def test_export__gates__round_trip_unchanged_and_byte_identical(db, tmp_path):
     assert Experiment.objects.get(key="checkout").cohorts.count() == 1
 
 
+def test_export__gates__documents_shaped_as_written_times_in_utc(db):
+    apply_yaml(GATES)
+
+    text = export()
+    documents = {(d["kind"], d["metadata"]["id"]): d for d in yaml.safe_load_all(text)}
+
+    # The attributes in their order, each {name, type}
+    assert documents[("subjecttype", "user")]["spec"] == {
+        "attributes": [
+            {"name": "country", "type": "string"},
+            {"name": "plan", "type": "string"},
+            {"name": "seats", "type": "number"},
+            {"name": "beta", "type": "boolean"},
+            {"name": "appVersion", "type": "version"},
+        ]
+    }
+    checkout = documents[("experiment", "checkout")]["spec"]
+    # The gates between followLinks and the variants, in the order of the configuration reference
+    assert list(checkout) == [
+        "subjectType",
+        "hypothesis",
+        "salt",
+        "followLinks",
+        "enrollment",
+        "targeting",
+        "coverage",
+        "variants",
+    ]
+    # The instants in UTC with Z, whatever offset they were written with
+    assert checkout["enrollment"] == {"startAt": "2026-12-01T08:00:00Z", "stopAt": "2027-01-14T23:00:00Z"}
+    assert "  enrollment:\n    startAt: '2026-12-01T08:00:00Z'\n    stopAt: '2027-01-14T23:00:00Z'\n" in text
+    # Every condition as written, its keys in the order written (the attribute, then its operator), its
+    # values of their own type: "NO", "1.0" and "2.10" strings, 2.5 a number
+    written = list(yaml.safe_load_all(GATES))[1]["spec"]["targeting"]
+    assert checkout["targeting"] == written
+    assert [list(condition) for condition in checkout["targeting"]] == [list(condition) for condition in written]
+    assert [list(condition) for condition in checkout["targeting"][-1]["anyOf"]] == [
+        ["attribute", "equals"],
+        ["attribute", "gte"],
+    ]
+    assert "  - attribute: country\n    notIn:\n    - 'NO'\n    - 'yes'\n" in text
+    assert checkout["coverage"] == 0.2
+    closed = documents[("experiment", "closed-nobody")]["spec"]
+    assert (closed["enrollment"], closed["coverage"]) == ({"stopAt": "2026-12-01T08:00:00Z"}, 0.0)
+
+
 # The export of a subject type and an experiment that use no gate, exactly as the builds before the gates wrote it.
 PLAIN_EXPORT = """\
 ---
