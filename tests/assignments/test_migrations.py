@@ -1,0 +1,104 @@
+"""The migrations against a database that holds rows: what existing resources become.
+
+Each test migrates a database of its own with `manage.py migrate` in another process, as an operator
+would upgrade, so the test session's database (migrated to the latest state) is never moved back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from tests.helpers.processes import manage_output
+from tests.helpers.resources import experiment, subject_type, yaml_documents
+from tests.helpers.server import database_url_for_tests
+
+# Rows as the builds before the gates (migration 0006) stored the subject type `user` and the active
+# experiment `checkout` on it, 50/50: what apply_resources of PLAIN_DOCUMENTS made then.
+ROWS_AT_0006 = [
+    "INSERT INTO assignments_subjecttype (key, name, description, resource_version, created_at, updated_at, status) "
+    "VALUES ('user', 'user', '', 1, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, 'active')",
+    "INSERT INTO assignments_experiment (key, name, description, resource_version, created_at, updated_at, lab_id, "
+    "subject_type_id, status, hypothesis, salt, winning_variant_id, follow_links) "
+    "SELECT 'checkout', 'checkout', '', 1, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, lab.id, subjecttype.id, 'active', "
+    "'', 'checkout', NULL, FALSE FROM assignments_lab lab, assignments_subjecttype subjecttype "
+    "WHERE lab.key = 'default' AND subjecttype.key = 'user'",
+    "INSERT INTO assignments_variant (experiment_id, key, name, description, position, is_control, split) "
+    "SELECT id, 'control', '', '', 0, TRUE, 0.5 FROM assignments_experiment",
+    "INSERT INTO assignments_variant (experiment_id, key, name, description, position, is_control, split) "
+    "SELECT id, 'green', '', '', 1, FALSE, 0.5 FROM assignments_experiment",
+    "INSERT INTO assignments_cohort (experiment_id, number, splits, created_at) "
+    """SELECT id, 1, '[{"variant": "control", "split": 0.5}, {"variant": "green", "split": 0.5}]', """
+    "CURRENT_TIMESTAMP FROM assignments_experiment",
+]
+READ_GATES = (
+    "SELECT e.coverage, e.targeting, e.enrollment_start_at, e.enrollment_stop_at, c.population, s.attributes "
+    "FROM assignments_experiment e JOIN assignments_cohort c ON c.experiment_id = e.id "
+    "JOIN assignments_subjecttype s ON s.id = e.subject_type_id"
+)
+PLAIN_DOCUMENTS = (subject_type("user"), experiment("checkout"))
+
+
+Connect = Callable[[], contextlib.AbstractContextManager]
+
+
+@contextlib.contextmanager
+def sqlite_database(tmp_path: Path) -> Iterator[tuple[str, Connect]]:
+    """A new SQLite database: its DATABASE_URL, and how to connect to it (autocommit)."""
+    path = tmp_path / "upgraded.sqlite3"
+    yield f"sqlite:///{path}", lambda: contextlib.closing(sqlite3.connect(path, isolation_level=None))
+
+
+@contextlib.contextmanager
+def postgres_database(tmp_path: Path) -> Iterator[tuple[str, Connect]]:
+    """A new database on the test session's PostgreSQL server, dropped at the end."""
+    server = database_url_for_tests().rsplit("/", 1)[0]
+    name = f"upgraded_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        try:
+            yield f"{server}/{name}", lambda: psycopg.connect(f"{server}/{name}", autocommit=True)
+        finally:
+            admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.mark.parametrize(
+    "database",
+    [sqlite_database, pytest.param(postgres_database, marks=pytest.mark.postgres)],
+    ids=["sqlite", "postgres"],
+)
+def test_migrate_0007__experiments_and_cohorts_stored_before__everyone_enters_and_nothing_changes(tmp_path, database):
+    with database(tmp_path) as (url, connect):
+        env = {"DATABASE_URL": url, "SECRET_KEY": "migration-tests"}
+        # Given a database of the builds before the gates, holding a subject type, an experiment and its cohort
+        manage_output("migrate", "assignments", "0006", env=env)
+        with connect() as before:
+            for statement in ROWS_AT_0006:
+                before.execute(statement)
+
+        # When it is migrated
+        manage_output("migrate", env=env)
+
+        # Then the experiment lets everyone in (coverage 1, no targeting, no window), its cohort records no
+        # rule, the subject type declares no attribute
+        with connect() as after:
+            (row,) = after.execute(READ_GATES).fetchall()
+        coverage, targeting, start_at, stop_at, population, attributes = [
+            json.loads(value) if isinstance(value, str) else value for value in row
+        ]
+        assert (coverage, targeting, start_at, stop_at, population, attributes) == (1, None, None, None, {}, [])
+        # And the documents that made those rows are no change to them
+        documents = tmp_path / "plain.yaml"
+        documents.write_text(yaml_documents(*PLAIN_DOCUMENTS), encoding="utf-8")
+        assert manage_output("apply_resources", str(documents), env=env).splitlines() == [
+            "subjecttype user: unchanged",
+            "experiment checkout: unchanged",
+        ]
