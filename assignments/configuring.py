@@ -86,9 +86,22 @@ def _get_ci(model, key: str, *, for_update: bool = False):
     return queryset.get_ci(key)
 
 
+def _same(stored: Any, given: Any) -> bool:
+    """Equality of stored and given values, JSON documents included, that tells true from 1 and false from
+    0 as JSON and the gates do (Python's == does not): a condition's `equals: 1` that replaces `equals: true`,
+    its attribute retyped from boolean to number, is a change. 1 and 1.0 stay the same number."""
+    if isinstance(stored, bool) or isinstance(given, bool):
+        return type(stored) is type(given) and stored == given
+    if isinstance(stored, dict) and isinstance(given, dict):
+        return stored.keys() == given.keys() and all(_same(stored[key], given[key]) for key in stored)
+    if isinstance(stored, (list, tuple)) and isinstance(given, (list, tuple)):
+        return type(stored) is type(given) and len(stored) == len(given) and all(map(_same, stored, given))
+    return stored == given
+
+
 def _save_fields(instance, values: dict[str, Any]) -> bool:
     """Set changed fields and bump resource_version; False when nothing changed."""
-    changed = [name for name, value in values.items() if getattr(instance, name) != value]
+    changed = [name for name, value in values.items() if not _same(getattr(instance, name), value)]
     if not changed:
         return False
     for name in changed:
@@ -245,7 +258,7 @@ def _apply_experiment(spec: ExperimentSpec, errors: list[ResourceProblem]) -> st
     new_allocation = ([(variant.key.lower(), variant.split) for variant in spec.variants], spec.population())
     if created:
         Cohort.objects.create(experiment=experiment, number=1, splits=spec.splits(), population=spec.population())
-    elif new_allocation != old_allocation:
+    elif not _same(new_allocation, old_allocation):
         # A cohort has one population rule and one set of splits: a change of either starts the next.
         cohorts = Cohort.objects.filter(experiment=experiment)
         if Experiment.status_rank(experiment.status) >= Experiment.status_rank(Experiment.Status.ACTIVE):

@@ -16,7 +16,15 @@ from assignments.models import Cohort, Experiment, ResourceChange, SubjectType
 from assignments.resources import ResourceInvalid
 from tests.helpers.database import all_table_text
 from tests.helpers.processes import run_manage
-from tests.helpers.resources import apply_resources, experiment, lab, split_variants, subject_type, yaml_documents
+from tests.helpers.resources import (
+    apply_resources,
+    apply_yaml,
+    experiment,
+    lab,
+    split_variants,
+    subject_type,
+    yaml_documents,
+)
 
 # One attribute of each type, as the subject type `user` declares them in these tests.
 ATTRIBUTES = {"country": "string", "seats": "number", "beta": "boolean", "appVersion": "version"}
@@ -781,3 +789,35 @@ def test_apply__change_other_than_gates_or_splits_while_active__no_new_cohort(db
 
     assert len(cohort_rules()) == 1
     assert versions() == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [(("boolean", True), ("number", 1)), (("number", 0), ("boolean", False)), (("boolean", False), ("number", 0))],
+    ids=["true-to-1", "0-to-false", "false-to-0"],
+)
+def test_apply__attribute_retyped_and_its_equals_value_retyped_alike__a_change_that_starts_a_cohort(db, before, after):
+    # Given `tier` targeted with `equals: true` (Python holds true == 1, JSON and the gates do not)
+    (old_type, old_value), (new_type, new_value) = before, after
+    apply_resources(
+        subject_type("user", attributes={"tier": old_type}),
+        experiment("checkout", targeting=[{"attribute": "tier", "equals": old_value}]),
+    )
+
+    # When one apply retypes `tier` and writes its value in the new type
+    results = apply_resources(
+        subject_type("user", attributes={"tier": new_type}),
+        experiment("checkout", targeting=[{"attribute": "tier", "equals": new_value}]),
+    )
+
+    # Then the experiment changed: its targeting is stored in the new type, in a new cohort, and the export
+    # applies again as no change
+    assert [result.outcome for result in results] == ["updated", "updated"]
+    ((stored,),) = [Experiment.objects.get(key="checkout").targeting]
+    assert type(stored["equals"]) is type(new_value)
+    (_, _, population) = cohort_rules()[-1]
+    assert type(population["targeting"][0]["equals"]) is type(new_value)
+    assert len(cohort_rules()) == 2
+    out = io.StringIO()
+    call_command("export_resources", stdout=out)
+    assert {result.outcome for result in apply_yaml(out.getvalue())} == {"unchanged"}
