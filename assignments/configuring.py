@@ -306,19 +306,52 @@ def _apply_experiment(spec: ExperimentSpec, errors: list[ResourceProblem]) -> st
     return outcome
 
 
-def _check_targeted_attributes(spec: SubjectTypeSpec, applied: set[str]) -> list[ResourceProblem]:
-    """A subject type may not drop or retype an attribute that an experiment of its type targets (one
-    applied now is checked against the new declaration by _apply_experiment)."""
+def _retyped_targeting(spec: SubjectTypeSpec) -> dict[int, tuple[list, list[str]]]:
+    """Before the apply: the experiments of the subject type whose targeting names an attribute the spec
+    retypes, as experiment primary key -> (its targeting, those attributes)."""
+    stored = SubjectType.objects.get_ci(spec.key)
+    if stored is None:
+        return {}
+    old_types = stored.attribute_types()
+    retyped = {
+        name for name, attribute_type in spec.attributes if old_types.get(name, attribute_type) != attribute_type
+    }
+    if not retyped:
+        return {}
+    experiments = Experiment.objects.filter(subject_type=stored, targeting__isnull=False)
+    targets = {}
+    for pk, targeting in experiments.values_list("pk", "targeting"):
+        names = gates.targeting_attributes(targeting) & retyped
+        if names:
+            targets[pk] = (targeting, sorted(names))
+    return targets
+
+
+def _check_targeted_attributes(
+    spec: SubjectTypeSpec, applied: set[str], retyped_targeting: dict[int, tuple[list, list[str]]]
+) -> list[ResourceProblem]:
+    """A subject type may not drop or retype an attribute that an experiment of its type targets, unless the
+    same apply changes that experiment's targeting (which _apply_experiment checks against the new
+    declaration). A retyped attribute whose conditions still hold as well for the new type (`exists`, or
+    `equals: "2.3"` from string to version) is refused too: the same document would select other subjects,
+    and without a change of targeting no cohort would start."""
     types = dict(spec.attributes)
     errors = []
     experiments = Experiment.objects.filter(
         subject_type__in=SubjectType.objects.get_ci_all(spec.key), targeting__isnull=False
     )
-    for key, targeting in experiments.order_by("key").values_list("key", "targeting"):
-        if key.lower() in applied or not targeting:
-            continue
-        for path, message in gates.targeting_problems(targeting, types):
+    for pk, key, targeting in experiments.order_by("key").values_list("pk", "key", "targeting"):
+        problems = [] if key.lower() in applied else gates.targeting_problems(targeting, types)
+        for path, message in problems:
             why = f"experiment {key!r} targets it ({path}: {message}); change that experiment's targeting first"
+            errors.append(ResourceProblem(_where(spec), "spec.attributes", why))
+        before = retyped_targeting.get(pk)
+        if not problems and before is not None and _same(targeting, before[0]):
+            why = (
+                f"retypes {', '.join(map(repr, before[1]))}, which experiment {key!r} targets: its conditions would "
+                "select other subjects without a new cohort; change that experiment's targeting first, or in the "
+                "same apply"
+            )
             errors.append(ResourceProblem(_where(spec), "spec.attributes", why))
     return errors
 
@@ -383,6 +416,9 @@ def resources_apply(
     outcomes: dict[int, str] = {}
     errors: list[ResourceProblem] = []
     with transaction.atomic():
+        retyped_targeting = {
+            spec.key.lower(): _retyped_targeting(spec) for spec in specs if isinstance(spec, SubjectTypeSpec)
+        }
         for index, spec in sorted(enumerate(specs), key=lambda item: order[item[1].kind]):
             outcome = _apply_one(spec, errors, actor, create_only=create_only, check_versions=check_versions)
             if outcome is not None:
@@ -390,7 +426,7 @@ def resources_apply(
         applied = {spec.key.lower() for spec in specs if isinstance(spec, ExperimentSpec)}
         for spec in specs:
             if isinstance(spec, SubjectTypeSpec):
-                errors.extend(_check_targeted_attributes(spec, applied))
+                errors.extend(_check_targeted_attributes(spec, applied, retyped_targeting[spec.key.lower()]))
         if errors:
             transaction.set_rollback(True)
             raise ResourceInvalid(errors)

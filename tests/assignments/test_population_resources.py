@@ -387,6 +387,46 @@ def test_apply_resources__subject_type_drops_or_retypes_a_targeted_attribute__re
     assert all(line.endswith("change that experiment's targeting first") for line in errors), errors
 
 
+@pytest.mark.parametrize("status", ["draft", "active", "winner_declared", "ended", "archived"])
+@pytest.mark.parametrize(
+    ("kept", "new_type"),
+    [({"attribute": "tier", "equals": "2.3"}, "version"), ({"attribute": "tier", "exists": True}, "number")],
+    ids=["equals-string-to-version", "exists-string-to-number"],
+)
+@pytest.mark.parametrize("experiment_in_the_apply", [False, True], ids=["alone", "with-the-experiment"])
+def test_apply_resources__attribute_retyped_under_conditions_still_valid__refused_naming_the_experiment(
+    db, tmp_path, status, kept, new_type, experiment_in_the_apply
+):
+    # Given an experiment whose condition on `tier`, a string, would hold as well for the new type: the same
+    # document would then select other subjects (a string "2.3" is no version 2.3.0) without a new cohort
+    winner = "green" if status == "winner_declared" else None
+    targeted = experiment("checkout", status=status, winning_variant=winner, targeting=[kept])
+    apply_resources(subject_type("user", attributes={"tier": "string"}), targeted)
+
+    # When `tier` is retyped, the experiment left as it is or applied again unchanged
+    documents = [subject_type("user", attributes={"tier": new_type})] + ([targeted] if experiment_in_the_apply else [])
+    path, errors = refusal(tmp_path, *documents)
+
+    # Then the apply is refused, naming the experiment and what to do
+    assert errors == [
+        f"{path}: document 1: subjecttype 'user': spec.attributes: retypes 'tier', which experiment 'checkout' "
+        "targets: its conditions would select other subjects without a new cohort; change that experiment's "
+        "targeting first, or in the same apply"
+    ]
+
+
+def test_apply_resources__attribute_retyped_that_only_another_subject_types_experiment_targets__accepted(db):
+    apply_resources(
+        subject_type("user", attributes={"tier": "string"}),
+        subject_type("device", attributes={"tier": "string"}),
+        experiment("checkout", subject_type="device", targeting=[{"attribute": "tier", "exists": True}]),
+    )
+
+    (result,) = apply_resources(subject_type("user", attributes={"tier": "number"}))
+
+    assert result.outcome == "updated"
+
+
 def test_apply_resources__attribute_dropped_with_the_targeting_that_named_it__accepted(targeted, tmp_path):
     # Given `targeted`, active, targeting country, seats and beta; when one apply drops all but beta from the
     # subject type and the targeting from the experiment
