@@ -230,6 +230,11 @@ EXPERIMENT_MISTAKES = [
         "(declared: country, seats, beta, appVersion)",
     ),
     (
+        "attribute-in-another-case",
+        {"targeting": [{"attribute": "Country", "equals": "DE"}]},
+        "experiment 'promo': spec.targeting.0.attribute: names no attribute the subject type declares: 'Country'",
+    ),
+    (
         "undeclared-attribute-in-anyOf",
         {"targeting": [{"anyOf": [{"attribute": "country", "equals": "DE"}, {"attribute": "plan", "equals": "pro"}]}]},
         "experiment 'promo': spec.targeting.0.anyOf.1.attribute: names no attribute the subject type declares",
