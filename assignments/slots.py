@@ -8,6 +8,7 @@ draws. An experiment owns half-open ranges [start, end) of them.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 from assignments.hashing import SCALE, bucket_number
@@ -43,7 +44,7 @@ def ranges_problems(value: object) -> list[str]:
             problems.append(f"{index}: needs 0 <= start < end <= {SLOTS}, got [{item[0]}, {item[1]}]")
     if not problems:
         ranges = sorted(tuple(item) for item in value)
-        for (start, end), (next_start, next_end) in zip(ranges, ranges[1:], strict=False):
+        for (start, end), (next_start, next_end) in itertools.pairwise(ranges):
             if next_start < end:
                 problems.append(f"ranges [{start}, {end}] and [{next_start}, {next_end}] overlap")
     return problems

@@ -73,5 +73,5 @@ def test_grows__adding_ranges__grows_and_removing_one_slot__does_not(before, ext
     assert grows(before_ranges, before_ranges + tuple(extra))
     # The first range loses its first slot, which stays owned only if another range holds it too.
     start, end = before_ranges[0]
-    shrunk = before_ranges[1:] + ((start + 1, end),)
+    shrunk = (*before_ranges[1:], (start + 1, end))
     assert grows(before_ranges, shrunk) == any(s <= start < e for s, e in before_ranges[1:])
