@@ -6,15 +6,17 @@ hot path evaluates them between the statement that reads the stored
 assignments and the one that inserts the new ones. In order:
 
 1. enrollment window      enrollment_not_started, enrollment_closed
-2. holdouts               (next: held_out)
-3. layer                  (next: layer_excluded)
+2. holdouts               held_out
+3. layer                  layer_excluded
 4. targeting              attributes_missing, not_targeted
 5. following links        a linked identifier's variant skips gate 6 only
 6. coverage               outside_coverage
 7. the variant formula    hashing.py
 
-`Gates.screen` is gates 1 to 4, `Gates.covers` gate 6; the hot path follows
-links in between, because that needs the link table. `decide` runs them all for
+`Gates.screen` is gates 1 to 4, given gate 2's answer: holdout memberships are
+stored rows, so the hot path reads or makes them (only for subjects that gate 1
+lets through) in the statements it runs anyway. `Gates.covers` is gate 6; the
+hot path follows links in between, because that needs the link table. `decide` runs them all for
 one subject, given what following links found, for the staff console's previews.
 """
 
@@ -28,16 +30,27 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from assignments.hashing import SCALE, Allocation, draws, threshold
+from assignments.slots import Ranges, owns, slot
 
 V = TypeVar("V")
 
 ENROLLMENT_NOT_STARTED = "enrollment_not_started"
 ENROLLMENT_CLOSED = "enrollment_closed"
+HELD_OUT = "held_out"
+LAYER_EXCLUDED = "layer_excluded"
 ATTRIBUTES_MISSING = "attributes_missing"
 NOT_TARGETED = "not_targeted"
 OUTSIDE_COVERAGE = "outside_coverage"
 # The gates' reasons in the order that decides when several apply (the gates' own order).
-REASONS = (ENROLLMENT_NOT_STARTED, ENROLLMENT_CLOSED, ATTRIBUTES_MISSING, NOT_TARGETED, OUTSIDE_COVERAGE)
+REASONS = (
+    ENROLLMENT_NOT_STARTED,
+    ENROLLMENT_CLOSED,
+    HELD_OUT,
+    LAYER_EXCLUDED,
+    ATTRIBUTES_MISSING,
+    NOT_TARGETED,
+    OUTSIDE_COVERAGE,
+)
 
 STRING, NUMBER, BOOLEAN, VERSION = "string", "number", "boolean", "version"
 ATTRIBUTE_TYPES = (STRING, NUMBER, BOOLEAN, VERSION)
@@ -232,11 +245,27 @@ class Targeting:
 
 
 @dataclass(frozen=True)
+class LayerSlots:
+    """The slots an experiment owns in its layer, and the layer's salt for the slot draw (slots.py)."""
+
+    salt: str
+    ranges: Ranges
+
+    def owns(self, subject_id: str) -> bool:
+        return owns(self.ranges, slot(self.salt, subject_id))
+
+
+@dataclass(frozen=True)
 class Gates:
-    """An experiment's gates as its current cohort configures them; the default lets everyone in."""
+    """An experiment's gates as its current cohort configures them; the default lets everyone in.
+
+    Holdouts (gate 2) are not among them: their memberships are stored rows, which
+    the caller reads or makes and passes to `screen`.
+    """
 
     start_at: datetime | None = None
     stop_at: datetime | None = None
+    layer: LayerSlots | None = None
     targeting: Targeting | None = None
     # A subject is covered when its coverage draw is below this: ceil(coverage * 2**64).
     coverage_threshold: int = SCALE
@@ -247,6 +276,7 @@ class Gates:
         gated = (
             self.start_at is not None
             or self.stop_at is not None
+            or self.layer is not None
             or self.targeting is not None
             or self.coverage_threshold < SCALE
         )
@@ -258,6 +288,7 @@ class Gates:
         *,
         start_at: datetime | None,
         stop_at: datetime | None,
+        layer: LayerSlots | None = None,
         targeting: Sequence[Mapping[str, Any]] | None,
         attribute_types: Mapping[str, str],
         coverage: float,
@@ -265,6 +296,7 @@ class Gates:
         return cls(
             start_at=start_at,
             stop_at=stop_at,
+            layer=layer,
             targeting=Targeting.from_documents(targeting, attribute_types) if targeting else None,
             coverage_threshold=threshold(coverage),
         )
@@ -277,14 +309,28 @@ class Gates:
             return ENROLLMENT_CLOSED
         return None
 
+    def layer_reason(self, subject_id: str) -> str | None:
+        """Gate 3: only the experiment that owns the subject's slot of the layer takes it."""
+        if self.layer is None or self.layer.owns(subject_id):
+            return None
+        return LAYER_EXCLUDED
+
     def targeting_reason(self, attributes: Mapping[str, object]) -> str | None:
         """Gate 4; also what still applies to a declared winner."""
         return None if self.targeting is None else self.targeting.reason(attributes)
 
-    def screen(self, attributes: Mapping[str, object], now: datetime) -> str | None:
+    def screen(
+        self, subject_id: str, attributes: Mapping[str, object], now: datetime, *, held_out: bool = False
+    ) -> str | None:
         """Gates 1 to 4 for a subject without a stored assignment: the reason the first that stops it
-        names, or None."""
-        return self.window_reason(now) or self.targeting_reason(attributes)
+        names, or None. `held_out` is gate 2: whether the subject is a held_out member of an active
+        holdout covering the experiment."""
+        return (
+            self.window_reason(now)
+            or (HELD_OUT if held_out else None)
+            or self.layer_reason(subject_id)
+            or self.targeting_reason(attributes)
+        )
 
     def covers(self, coverage_draw: int) -> bool:
         """Gate 6, given the subject's coverage draw (hashing.draws)."""
@@ -315,17 +361,19 @@ def decide(
     attributes: Mapping[str, object] | None,
     now: datetime,
     linked: V | None = None,
+    held_out: bool = False,
 ) -> Decision[V]:
     """The gates in their order, then the variant formula, for one subject of an active experiment that
     has no stored assignment in it; `attributes` None when they are unknown, `linked` the variant a
-    linked identifier would carry over (assignments/linking.py), if the experiment follows links."""
+    linked identifier would carry over (assignments/linking.py), if the experiment follows links,
+    `held_out` whether it is a held_out member of an active covering holdout."""
     depends_on: tuple[str, ...] = ()
     if attributes is None:
-        reason = gates.window_reason(now)
+        reason = gates.window_reason(now) or (HELD_OUT if held_out else None) or gates.layer_reason(subject_id)
         if reason is None and gates.targeting is not None:
             depends_on = gates.targeting.attribute_names()
     else:
-        reason = gates.screen(attributes, now)
+        reason = gates.screen(subject_id, attributes, now, held_out=held_out)
     if reason is not None:
         return Decision(reason=reason)
     return entered(gates, allocation, salt=salt, subject_id=subject_id, linked=linked, depends_on=depends_on)
