@@ -94,6 +94,8 @@ def seed(password: str) -> tuple[int, list[tuple[str, int]]]:
     # Fixed seed: the same curve on every run, so a changed screenshot means a changed page.
     rng = random.Random(20240601)  # noqa: S311 - picture data, not a secret
     now = timezone.now()
+    # The chart's days are UTC days: each batch is placed from its day's midnight, whatever the hour of the run.
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
     per_day = []
     next_user = 1
     for days_ago in range(13, -1, -1):
@@ -104,9 +106,9 @@ def seed(password: str) -> tuple[int, list[tuple[str, int]]]:
         subject_ids = [f"user-{n:04d}" for n in range(next_user, next_user + count)]
         next_user += count
         assign_subjects(experiment_id=EXPERIMENT, subject_ids=subject_ids)
-        # assign_subjects stamps "now"; the update moves the batch to its day, and the
-        # triggers on the assignments table move its daily counts with it.
-        created_at = now - timedelta(days=days_ago, minutes=rng.randint(0, 600))
+        # assign_subjects stamps "now"; the update moves the batch to its day (today's not into
+        # the future), and the triggers on the assignments table move its daily counts with it.
+        created_at = min(midnight - timedelta(days=days_ago) + timedelta(minutes=rng.randint(0, 600)), now)
         Assignment.objects.filter(experiment=experiment, subject_id__in=subject_ids).update(created_at=created_at)
         per_day.append((created_at.date().isoformat(), count))
 
