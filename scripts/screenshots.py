@@ -284,7 +284,10 @@ def log_in(driver, base: str, password: str) -> None:
     open_page(driver, f"{base}/admin/login/?next=/admin/")
     driver.find_element(By.NAME, "username").send_keys("admin")
     driver.find_element(By.NAME, "password").send_keys(password)
+    old_page = driver.find_element(By.TAG_NAME, "html")
     driver.find_element(By.CSS_SELECTOR, "#login-form [type=submit]").click()
+    # The click can return before the next page is in: checking at once sometimes found no user tools yet.
+    _wait_for_new_page(driver, old_page)
     if not driver.find_elements(By.ID, "user-tools"):
         raise PageProblem(f"logging in failed: still at {driver.current_url}")
 
