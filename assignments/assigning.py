@@ -255,14 +255,15 @@ def _settle(
 
 
 def _variant_keys(states: Sequence[ExperimentState], stored: Stored) -> dict[int, str]:
-    """The ID of every variant the states name or `stored` holds.
+    """The ID of every variant the states name or `stored` holds for them (holdout memberships aside).
 
     A stored variant can be newer than the state: an apply committed after the read
     that checked the state added a variant, and another process assigned it since.
     Its ID is then read; this request's answer is the stored row all the same.
     """
     keys = {pk: key for state in states for pk, key in state.variant_keys.items()}
-    unknown = {variant_pk for variant_pk in stored.values() if variant_pk not in keys}
+    answered = {state.pk for state in states}
+    unknown = {variant_pk for (pk, _), variant_pk in stored.items() if pk in answered and variant_pk not in keys}
     if unknown:
         keys.update(Variant.objects.filter(pk__in=unknown).values_list("pk", "key"))
     return keys
