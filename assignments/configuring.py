@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F, Max
+from django.db.models import F
 from django.db.models.functions import Lower
 from django.utils import timezone
 
@@ -42,6 +42,7 @@ from assignments.resources import (
     resource_read,
     resources_check_unique,
 )
+from assignments.updating import cohort_change, model_update, same, variants_write
 from core.cache import caches_clear
 
 MODELS = {"subjecttype": SubjectType, "lab": Lab, "experiment": Experiment}
@@ -86,32 +87,6 @@ def _get_ci(model, key: str, *, for_update: bool = False):
     return queryset.get_ci(key)
 
 
-def _same(stored: Any, given: Any) -> bool:
-    """Equality of stored and given values, JSON documents included, that tells true from 1 and false from
-    0 as JSON and the gates do (Python's == does not): a condition's `equals: 1` that replaces `equals: true`,
-    its attribute retyped from boolean to number, is a change. 1 and 1.0 stay the same number."""
-    if isinstance(stored, bool) or isinstance(given, bool):
-        return type(stored) is type(given) and stored == given
-    if isinstance(stored, dict) and isinstance(given, dict):
-        return stored.keys() == given.keys() and all(_same(stored[key], given[key]) for key in stored)
-    if isinstance(stored, (list, tuple)) and isinstance(given, (list, tuple)):
-        return type(stored) is type(given) and len(stored) == len(given) and all(map(_same, stored, given))
-    return stored == given
-
-
-def _save_fields(instance, values: dict[str, Any]) -> bool:
-    """Set changed fields and bump resource_version; False when nothing changed."""
-    changed = [name for name, value in values.items() if not _same(getattr(instance, name), value)]
-    if not changed:
-        return False
-    for name in changed:
-        setattr(instance, name, values[name])
-    instance.resource_version += 1
-    instance.updated_at = timezone.now()
-    instance.save(update_fields=[*changed, "resource_version", "updated_at"])
-    return True
-
-
 def _apply_plain(spec: SubjectTypeSpec | LabSpec) -> str:
     model = MODELS[spec.kind]
     values: dict[str, Any] = {"key": spec.key, "name": spec.name, "description": spec.description}
@@ -122,7 +97,7 @@ def _apply_plain(spec: SubjectTypeSpec | LabSpec) -> str:
     if instance is None:
         model.objects.create(**values)
         return "created"
-    return "updated" if _save_fields(instance, values) else "unchanged"
+    return "updated" if model_update(instance, values) else "unchanged"
 
 
 def _stored_splits(experiment: Experiment) -> list[tuple[str, float]]:
@@ -175,45 +150,6 @@ def _check_salt(experiment: Experiment | None, spec: ExperimentSpec) -> list[Res
     return [ResourceProblem(_where(spec), "spec.salt", message)]
 
 
-def _write_variants(experiment: Experiment, spec: ExperimentSpec) -> tuple[bool, list[int]]:
-    """Create and update the spec's variants; returns whether anything changed and the
-    primary keys of the stored variants the spec drops, for the caller to delete once the
-    experiment no longer names one of them as its winner (Experiment.winning_variant protects it)."""
-    stored = {variant.key.lower(): variant for variant in experiment.variants.all()}
-    wanted = {variant.key.lower() for variant in spec.variants}
-    removed = [variant.pk for key, variant in stored.items() if key not in wanted]
-    changed = bool(removed)
-    # variant_one_control_per_experiment is checked per row, and a dropped control is still
-    # stored until the end: clear the old control first.
-    stored_control = next((key for key, variant in stored.items() if variant.is_control), None)
-    control_moves = stored_control != next(v.key.lower() for v in spec.variants if v.is_control)
-    if control_moves:
-        Variant.objects.filter(experiment=experiment, is_control=True).update(is_control=False)
-        for variant in stored.values():
-            variant.is_control = False
-    for position, variant_spec in enumerate(spec.variants):
-        values = {
-            "key": variant_spec.key,
-            "name": variant_spec.name,
-            "description": variant_spec.description,
-            "position": position,
-            "is_control": variant_spec.is_control,
-            "split": variant_spec.split,
-        }
-        variant = stored.get(variant_spec.key.lower())
-        if variant is None:
-            Variant.objects.create(experiment=experiment, **values)
-            changed = True
-            continue
-        updates = [name for name, value in values.items() if getattr(variant, name) != value]
-        if updates:
-            for name in updates:
-                setattr(variant, name, values[name])
-            variant.save(update_fields=updates)
-            changed = True
-    return changed or control_moves, removed
-
-
 def _apply_experiment(spec: ExperimentSpec, errors: list[ResourceProblem]) -> str | None:
     where = _where(spec)
     lab = _get_ci(Lab, spec.lab)
@@ -254,21 +190,13 @@ def _apply_experiment(spec: ExperimentSpec, errors: list[ResourceProblem]) -> st
     if targeting_problems:
         errors.extend(ResourceProblem(where, path, message) for path, message in targeting_problems)
         return None
-    variants_changed, removed_variants = _write_variants(experiment, spec)
+    variants_changed, removed_variants = variants_write(experiment, spec.variants)
     new_allocation = ([(variant.key.lower(), variant.split) for variant in spec.variants], spec.population())
     if created:
         Cohort.objects.create(experiment=experiment, number=1, splits=spec.splits(), population=spec.population())
-    elif not _same(new_allocation, old_allocation):
-        # A cohort has one population rule and one set of splits: a change of either starts the next.
-        cohorts = Cohort.objects.filter(experiment=experiment)
-        if Experiment.status_rank(experiment.status) >= Experiment.status_rank(Experiment.Status.ACTIVE):
-            number = (cohorts.aggregate(Max("number"))["number__max"] or 0) + 1
-            Cohort.objects.create(
-                experiment=experiment, number=number, splits=spec.splits(), population=spec.population()
-            )
-        else:
-            # A draft has never assigned anyone: its first cohort is simply corrected.
-            cohorts.filter(number=1).update(splits=spec.splits(), population=spec.population())
+    elif not same(new_allocation, old_allocation):
+        running = Experiment.status_rank(experiment.status) >= Experiment.status_rank(Experiment.Status.ACTIVE)
+        cohort_change(experiment, running=running, splits=spec.splits(), population=spec.population())
     winner = None
     if spec.winning_variant is not None:
         winner = experiment.variants.alias(lkey=Lower("key")).get(lkey=spec.winning_variant.lower())
@@ -293,7 +221,7 @@ def _apply_experiment(spec: ExperimentSpec, errors: list[ResourceProblem]) -> st
             setattr(experiment, name, value)
         experiment.save()
         return "created"
-    if _save_fields(experiment, values):
+    if model_update(experiment, values):
         outcome = "updated"
     elif variants_changed:
         Experiment.objects.filter(pk=experiment.pk).update(
@@ -346,7 +274,7 @@ def _check_targeted_attributes(
             why = f"experiment {key!r} targets it ({path}: {message}); change that experiment's targeting first"
             errors.append(ResourceProblem(_where(spec), "spec.attributes", why))
         before = retyped_targeting.get(pk)
-        if not problems and before is not None and _same(targeting, before[0]):
+        if not problems and before is not None and same(targeting, before[0]):
             why = (
                 f"retypes {', '.join(map(repr, before[1]))}, which experiment {key!r} targets: its conditions would "
                 "select other subjects without a new cohort; change that experiment's targeting first, or in the "

@@ -9,28 +9,26 @@ The admin builds the same documents from its forms, so both go through one reade
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import yaml
 
 from assignments import gates
-from assignments.models import DEFAULT_LAB_ID, RESOURCE_ID_PATTERN, Experiment, Lab, SubjectType, is_resource_id
+from assignments.documents import (
+    SCHEMA_VERSION,
+    Reader,
+    ResourceInvalid,
+    ResourceProblem,
+    Source,
+    read_metadata,
+)
+from assignments.models import DEFAULT_LAB_ID, Experiment, Lab, SubjectType
 
-SCHEMA_VERSION = 1
 KINDS = ("subjecttype", "lab", "experiment")
 SPLIT_SUM_TOLERANCE = 1e-6
 MIN_VARIANTS = 2
-
-
-# Names, descriptions and hypotheses may hold tab and line breaks (the admin's text areas send "\r\n"),
-# no other control character: PostgreSQL cannot store NUL in text, and the rest are invisible or move the
-# cursor wherever the text is shown. A lone surrogate (a YAML "\ud800" escape) cannot be stored at all.
-_NOT_IN_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
-# A salt is typed again into warehouse queries that recompute assignments: not even tab or line breaks.
-_NOT_IN_SALT = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 TOP_FIELDS = {"schemaVersion", "kind", "metadata", "spec"}
 METADATA_FIELDS = {
@@ -53,17 +51,6 @@ VARIANT_FIELDS = {"id", "name", "description", "control", "split"}
 SUBJECT_TYPE_SPEC_FIELDS = {"attributes"}
 ATTRIBUTE_FIELDS = {"name", "type"}
 ENROLLMENT_FIELDS = {"startAt", "stopAt"}
-
-
-@dataclass(frozen=True)
-class Source:
-    """Where a document came from, for error messages."""
-
-    file: str
-    document: int
-
-    def __str__(self) -> str:
-        return f"{self.file}: document {self.document}"
 
 
 @dataclass(frozen=True)
@@ -185,116 +172,7 @@ def _condition_in_order(condition: dict[str, Any]) -> dict[str, Any]:
 ResourceSpec = SubjectTypeSpec | LabSpec | ExperimentSpec
 
 
-@dataclass(frozen=True)
-class ResourceProblem:
-    """One reason a resource was refused: where (file and document, or resource), which field, and why.
-
-    `path` is the document's dotted field path (`spec.variants.1.split`), or "" when the
-    problem is the document as a whole; the admin maps it to the form field it came from.
-    """
-
-    where: str
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        return ": ".join(part for part in (self.where, self.path, self.message) if part)
-
-
-class ResourceInvalid(Exception):
-    """One or more documents are invalid; `problems` holds each, `errors` a line each."""
-
-    def __init__(self, problems: list[ResourceProblem]) -> None:
-        super().__init__("\n".join(map(str, problems)))
-        self.problems = problems
-
-    @property
-    def errors(self) -> list[str]:
-        return [str(problem) for problem in self.problems]
-
-
-@dataclass
-class _Reader:
-    """Reads one document, collecting every problem instead of stopping at the first."""
-
-    source: Source
-    errors: list[ResourceProblem] = field(default_factory=list)
-
-    def error(self, path: str, message: str) -> None:
-        self.errors.append(ResourceProblem(str(self.source), path, message))
-
-    def mapping(self, value: Any, path: str, allowed: set[str]) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            self.error(path, "must be a mapping")
-            return {}
-        for name in sorted(set(value) - allowed, key=str):
-            self.error(f"{path}.{name}" if path else str(name), f"unknown field; allowed: {', '.join(sorted(allowed))}")
-        return value
-
-    def string(self, data: dict, name: str, path: str, *, default: str | None = None) -> str | None:
-        value = data.get(name, default)
-        if value is None:
-            if default is None:
-                self.error(f"{path}.{name}", "is required")
-            return default
-        if not isinstance(value, str):
-            self.error(f"{path}.{name}", "must be a string (quote numbers and booleans in YAML)")
-            return None
-        return value
-
-    def text(self, data: dict, name: str, path: str, *, default: str = "") -> str:
-        """Free text (a name, a description, a hypothesis): any string without the characters of _NOT_IN_TEXT."""
-        value = self.string(data, name, path, default=default)
-        if value is None or not self.characters_allowed(value, f"{path}.{name}", _NOT_IN_TEXT, "tab and line breaks"):
-            return default
-        return value
-
-    def characters_allowed(self, value: str, path: str, forbidden: re.Pattern, except_: str | None = None) -> bool:
-        """Whether value is free of `forbidden`; if not, an error naming the first such character and where."""
-        found = forbidden.search(value)
-        if found is None:
-            return True
-        char, position = found.group(), found.start() + 1
-        if "\ud800" <= char <= "\udfff":
-            self.error(path, f"must be valid Unicode: a lone surrogate U+{ord(char):04X} at character {position}")
-        else:
-            allowed = f" other than {except_}" if except_ else ""
-            why = "the database cannot store NUL" if char == "\x00" else "invisible where the text is shown"
-            self.error(
-                path, f"must not contain control characters{allowed}: U+{ord(char):04X} at character {position} ({why})"
-            )
-        return False
-
-    def resource_id(self, data: dict, name: str, path: str, *, default: str | None = None) -> str | None:
-        value = self.string(data, name, path, default=default)
-        if value is not None and not is_resource_id(value):
-            self.error(f"{path}.{name}", f"must match {RESOURCE_ID_PATTERN}")
-            return None
-        return value
-
-    def choice(self, data: dict, name: str, path: str, choices: list[str], default: str) -> str | None:
-        value = self.string(data, name, path, default=default)
-        if value is not None and value not in choices:
-            self.error(f"{path}.{name}", f"must be one of {', '.join(choices)}")
-            return None
-        return value
-
-
-def _read_metadata(reader: _Reader, document: dict, kind: str) -> tuple[dict, str | None, str, str, int | None]:
-    metadata = reader.mapping(document.get("metadata"), "metadata", METADATA_FIELDS[kind])
-    key = reader.resource_id(metadata, "id", "metadata")
-    name = reader.text(metadata, "name", "metadata", default=key or "") or key or ""
-    if len(name) > 200:
-        reader.error("metadata.name", "must be at most 200 characters")
-    description = reader.text(metadata, "description", "metadata")
-    version = metadata.get("resourceVersion")
-    if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
-        reader.error("metadata.resourceVersion", "must be a positive integer")
-        version = None
-    return metadata, key, name, description, version
-
-
-def _read_variants(reader: _Reader, value: Any) -> tuple[VariantSpec, ...]:
+def _read_variants(reader: Reader, value: Any) -> tuple[VariantSpec, ...]:
     if not isinstance(value, list):
         reader.error("spec.variants", "is required and must be a list")
         return ()
@@ -339,7 +217,7 @@ def _read_variants(reader: _Reader, value: Any) -> tuple[VariantSpec, ...]:
     return tuple(variants)
 
 
-def _read_attributes(reader: _Reader, value: Any) -> tuple[tuple[str, str], ...]:
+def _read_attributes(reader: Reader, value: Any) -> tuple[tuple[str, str], ...]:
     """spec.attributes of a subject type: up to 50 {name, type}, names unique (compared exactly)."""
     if value is None:
         return ()
@@ -368,7 +246,7 @@ def _read_attributes(reader: _Reader, value: Any) -> tuple[tuple[str, str], ...]
     return tuple(attributes)
 
 
-def _read_time(reader: _Reader, value: Any, path: str) -> datetime | None:
+def _read_time(reader: Reader, value: Any, path: str) -> datetime | None:
     """An ISO 8601 time with its offset (YAML may already have read an unquoted one as a timestamp)."""
     if isinstance(value, str):
         try:
@@ -392,7 +270,7 @@ def _read_time(reader: _Reader, value: Any, path: str) -> datetime | None:
     return value
 
 
-def _read_enrollment(reader: _Reader, value: Any) -> tuple[datetime | None, datetime | None]:
+def _read_enrollment(reader: Reader, value: Any) -> tuple[datetime | None, datetime | None]:
     if value is None:
         return None, None
     data = reader.mapping(value, "spec.enrollment", ENROLLMENT_FIELDS)
@@ -403,7 +281,7 @@ def _read_enrollment(reader: _Reader, value: Any) -> tuple[datetime | None, date
     return start, stop
 
 
-def _read_operand(reader: _Reader, operator: str, value: Any, path: str) -> bool:
+def _read_operand(reader: Reader, operator: str, value: Any, path: str) -> bool:
     """Whether a condition's VALUE has a shape its operator can take; whether it fits the attribute's
     type is checked at apply, against the subject type's declaration (gates.targeting_problems)."""
     if operator == "exists":
@@ -429,7 +307,7 @@ def _read_operand(reader: _Reader, operator: str, value: Any, path: str) -> bool
     return True
 
 
-def _read_condition(reader: _Reader, value: Any, path: str) -> dict[str, Any] | None:
+def _read_condition(reader: Reader, value: Any, path: str) -> dict[str, Any] | None:
     allowed = {"attribute", *gates.OPERATORS}
     data = reader.mapping(value, path, allowed)
     if not isinstance(value, dict):
@@ -453,7 +331,7 @@ def _read_condition(reader: _Reader, value: Any, path: str) -> dict[str, Any] | 
     return {"attribute": name, operator: data[operator]}
 
 
-def _read_targeting(reader: _Reader, value: Any) -> list[dict[str, Any]] | None:
+def _read_targeting(reader: Reader, value: Any) -> list[dict[str, Any]] | None:
     """spec.targeting: 1 to 20 conditions that must all hold, each {attribute, OPERATOR: VALUE} or
     {anyOf: [1 to 20 such conditions]} (one level deep)."""
     if value is None:
@@ -489,7 +367,7 @@ def _read_targeting(reader: _Reader, value: Any) -> list[dict[str, Any]] | None:
     return documents
 
 
-def _read_coverage(reader: _Reader, value: Any) -> float:
+def _read_coverage(reader: Reader, value: Any) -> float:
     if value is None:
         return 1.0
     if not gates.is_number(value) or not 0 <= value <= 1:
@@ -498,18 +376,14 @@ def _read_coverage(reader: _Reader, value: Any) -> float:
     return float(value)
 
 
-def _read_experiment(reader: _Reader, document: dict) -> ExperimentSpec | None:
-    metadata, key, name, description, version = _read_metadata(reader, document, "experiment")
+def _read_experiment(reader: Reader, document: dict) -> ExperimentSpec | None:
+    metadata, key, name, description, version = read_metadata(reader, document, METADATA_FIELDS["experiment"])
     status = reader.choice(metadata, "status", "metadata", Experiment.Status.values, Experiment.Status.DRAFT)
     lab = reader.resource_id(metadata, "parentId", "metadata", default=DEFAULT_LAB_ID)
     spec = reader.mapping(document.get("spec"), "spec", EXPERIMENT_SPEC_FIELDS)
     subject_type = reader.resource_id(spec, "subjectType", "spec")
     hypothesis = reader.text(spec, "hypothesis", "spec")
-    salt = spec.get("salt")
-    if salt is not None and (not isinstance(salt, str) or not salt or len(salt) > 200):
-        reader.error("spec.salt", "must be a non-empty string of at most 200 characters")
-    elif salt is not None:
-        reader.characters_allowed(salt, "spec.salt", _NOT_IN_SALT)
+    salt = reader.salt(spec, "spec")
     winner = spec.get("winningVariant")
     if winner is not None and not isinstance(winner, str):
         reader.error("spec.winningVariant", "must be a string")
@@ -549,7 +423,7 @@ def _read_experiment(reader: _Reader, document: dict) -> ExperimentSpec | None:
     )
 
 
-def _read_document(reader: _Reader, document: Any) -> ResourceSpec | None:
+def _read_document(reader: Reader, document: Any) -> ResourceSpec | None:
     document = reader.mapping(document, "", TOP_FIELDS)
     if not document:
         if not reader.errors:
@@ -566,7 +440,7 @@ def _read_document(reader: _Reader, document: Any) -> ResourceSpec | None:
         return _read_experiment(reader, document)
     if "spec" in document and kind != "subjecttype":
         reader.error("spec", f"a {kind} has no spec")
-    metadata, key, name, description, version = _read_metadata(reader, document, kind)
+    metadata, key, name, description, version = read_metadata(reader, document, METADATA_FIELDS[kind])
     if kind == "subjecttype":
         status = reader.choice(metadata, "status", "metadata", SubjectType.Status.values, SubjectType.Status.ACTIVE)
         spec = reader.mapping(document.get("spec", {}), "spec", SUBJECT_TYPE_SPEC_FIELDS)
@@ -610,7 +484,7 @@ def resources_parse(text: str, *, file: str) -> list[ResourceSpec]:
 def resource_read(document: Any, *, source: Source) -> ResourceSpec:
     """One parsed document (a YAML document, or one the admin built from a form) as a spec;
     raises ResourceInvalid listing every problem."""
-    reader = _Reader(source)
+    reader = Reader(source)
     spec = _read_document(reader, document)
     if reader.errors or spec is None:
         raise ResourceInvalid(reader.errors)
