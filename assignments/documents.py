@@ -35,6 +35,27 @@ class Source:
         return f"{self.file}: document {self.document}"
 
 
+def resource_where(source: Source, kind: str, key: str) -> str:
+    """Where a problem found by the apply is, as messages name it: the file, the document, the kind and the ID."""
+    return f"{source}: {kind} {key!r}"
+
+
+def kind_with_article(kind: str) -> str:
+    """A kind as a sentence names one: "an experiment", "a holdout"."""
+    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+
+
+@dataclass(frozen=True)
+class VariantSpec:
+    """A variant as an experiment's document gives it, or as a holdout's share makes it."""
+
+    key: str
+    name: str
+    description: str
+    is_control: bool
+    split: float
+
+
 @dataclass(frozen=True)
 class ResourceProblem:
     """One reason a resource was refused: where (file and document, or resource), which field, and why.
@@ -130,6 +151,26 @@ class Reader:
         elif salt is not None:
             self.characters_allowed(salt, f"{path}.salt", _NOT_IN_SALT)
         return salt
+
+    def resource_ids(self, value: Any, path: str, noun: str) -> tuple[str, ...] | None:
+        """A list of IDs of `noun`s, each at most once ignoring case; None when it is not one (said so)."""
+        if not isinstance(value, list):
+            self.error(path, f"must be a list of {noun} IDs")
+            return None
+        seen: set[str] = set()
+        valid = True
+        for index, item in enumerate(value):
+            if not isinstance(item, str):
+                self.error(f"{path}.{index}", "must be a string (quote numbers and booleans in YAML)")
+            elif not is_resource_id(item):
+                self.error(f"{path}.{index}", f"must match {RESOURCE_ID_PATTERN}")
+            elif item.lower() in seen:
+                self.error(f"{path}.{index}", f"duplicates {noun} {item!r} (IDs are compared ignoring case)")
+            else:
+                seen.add(item.lower())
+                continue
+            valid = False
+        return tuple(value) if valid else None
 
     def choice(self, data: dict, name: str, path: str, choices: list[str], default: str) -> str | None:
         value = self.string(data, name, path, default=default)

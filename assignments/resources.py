@@ -15,18 +15,24 @@ from typing import Any
 
 import yaml
 
-from assignments import gates
+from assignments import gates, holdouts, layers
 from assignments.documents import (
     SCHEMA_VERSION,
     Reader,
     ResourceInvalid,
     ResourceProblem,
     Source,
+    VariantSpec,
+    kind_with_article,
     read_metadata,
 )
-from assignments.models import DEFAULT_LAB_ID, Experiment, Lab, SubjectType
+from assignments.holdouts import HoldoutSpec
+from assignments.layers import LayerSpec, Placement
+from assignments.models import DEFAULT_LAB_ID, Experiment, Lab, Layer, SubjectType
+from assignments.slots import Ranges, ranges_from
 
-KINDS = ("subjecttype", "lab", "experiment")
+# In the order of the export, and of an apply: each kind may refer to the kinds before it.
+KINDS = ("subjecttype", "lab", "layer", "holdout", "experiment")
 SPLIT_SUM_TOLERANCE = 1e-6
 MIN_VARIANTS = 2
 
@@ -43,6 +49,8 @@ EXPERIMENT_SPEC_FIELDS = {
     "winningVariant",
     "followLinks",
     "enrollment",
+    "holdouts",
+    "layer",
     "targeting",
     "coverage",
     "variants",
@@ -83,15 +91,6 @@ class LabSpec:
 
 
 @dataclass(frozen=True)
-class VariantSpec:
-    key: str
-    name: str
-    description: str
-    is_control: bool
-    split: float
-
-
-@dataclass(frozen=True)
 class ExperimentSpec:
     source: Source
     key: str
@@ -110,6 +109,10 @@ class ExperimentSpec:
     # The conditions as the document holds them (gates.py reads them), None for no targeting.
     targeting: list[dict[str, Any]] | None = None
     coverage: float = 1.0
+    # spec.layer; None for none.
+    layer: Placement | None = None
+    # spec.holdouts, the IDs as written; None when left out (the stored ones are kept).
+    holdouts: tuple[str, ...] | None = None
     version: int | None = None
 
     kind = "experiment"
@@ -121,11 +124,13 @@ class ExperimentSpec:
     def splits(self) -> list[dict[str, Any]]:
         return [{"variant": variant.key, "split": variant.split} for variant in self.variants]
 
-    def population(self) -> dict[str, Any]:
-        """The gates' part of the spec, as a cohort records it and the export writes it."""
+    def population(self, layer: Layer | None) -> dict[str, Any]:
+        """The gates' part of the spec, as a cohort records it and the export writes it; `layer` is the stored
+        layer spec.layer names, whose ID is written as stored (as the export writes it)."""
         return population_document(
             start_at=self.enrollment_start_at,
             stop_at=self.enrollment_stop_at,
+            layer=None if layer is None else (layer.key, self.layer.slots),
             targeting=self.targeting,
             coverage=self.coverage,
         )
@@ -142,9 +147,15 @@ def time_text(value: datetime) -> str:
 
 
 def population_document(
-    *, start_at: datetime | None, stop_at: datetime | None, targeting: list | None, coverage: float
+    *,
+    start_at: datetime | None,
+    stop_at: datetime | None,
+    layer: tuple[str, Ranges] | None,
+    targeting: list | None,
+    coverage: float,
 ) -> dict[str, Any]:
-    """spec.enrollment, spec.targeting and spec.coverage, each only when it narrows who enters."""
+    """spec.enrollment, spec.layer (the layer's ID and the slots owned), spec.targeting and spec.coverage, each
+    only when it narrows who enters, in the order of the YAML."""
     document: dict[str, Any] = {}
     enrollment = {}
     if start_at is not None:
@@ -153,6 +164,9 @@ def population_document(
         enrollment["stopAt"] = time_text(stop_at)
     if enrollment:
         document["enrollment"] = enrollment
+    if layer is not None:
+        key, slots = layer
+        document["layer"] = {"id": key, "slots": layers.slots_document(slots)}
     if targeting:
         document["targeting"] = [_condition_in_order(condition) for condition in targeting]
     if coverage != 1:
@@ -169,7 +183,7 @@ def _condition_in_order(condition: dict[str, Any]) -> dict[str, Any]:
     return {"attribute": condition["attribute"], **operators}
 
 
-ResourceSpec = SubjectTypeSpec | LabSpec | ExperimentSpec
+ResourceSpec = SubjectTypeSpec | LabSpec | LayerSpec | HoldoutSpec | ExperimentSpec
 
 
 def _read_variants(reader: Reader, value: Any) -> tuple[VariantSpec, ...]:
@@ -394,6 +408,10 @@ def _read_experiment(reader: Reader, document: dict) -> ExperimentSpec | None:
     start_at, stop_at = _read_enrollment(reader, spec.get("enrollment"))
     targeting = _read_targeting(reader, spec.get("targeting"))
     coverage = _read_coverage(reader, spec.get("coverage"))
+    placement = layers.placement_read(reader, spec.get("layer"))
+    listed_holdouts = (
+        None if "holdouts" not in spec else reader.resource_ids(spec["holdouts"], "spec.holdouts", "holdout")
+    )
     if status == Experiment.Status.WINNER_DECLARED and winner is None:
         reader.error("spec.winningVariant", "is required when status is winner_declared")
     if status != Experiment.Status.WINNER_DECLARED and winner is not None:
@@ -419,6 +437,8 @@ def _read_experiment(reader: Reader, document: dict) -> ExperimentSpec | None:
         enrollment_stop_at=stop_at,
         targeting=targeting,
         coverage=coverage,
+        layer=placement,
+        holdouts=listed_holdouts,
         version=version,
     )
 
@@ -438,6 +458,10 @@ def _read_document(reader: Reader, document: Any) -> ResourceSpec | None:
         return None
     if kind == "experiment":
         return _read_experiment(reader, document)
+    if kind == "layer":
+        return layers.layer_read(reader, document)
+    if kind == "holdout":
+        return holdouts.holdout_read(reader, document)
     if "spec" in document and kind != "subjecttype":
         reader.error("spec", f"a {kind} has no spec")
     metadata, key, name, description, version = read_metadata(reader, document, METADATA_FIELDS[kind])
@@ -492,13 +516,21 @@ def resource_read(document: Any, *, source: Source) -> ResourceSpec:
 
 
 def resources_check_unique(specs: list[ResourceSpec]) -> None:
-    """A resource may be defined once per apply, its ID compared ignoring case."""
-    first: dict[tuple[str, str], Source] = {}
+    """A resource may be defined once per apply, its ID compared ignoring case; experiments and holdouts
+    share their IDs."""
+    first: dict[tuple[str, str], ResourceSpec] = {}
     errors = []
     for spec in specs:
-        seen = first.setdefault((spec.kind, spec.key.lower()), spec.source)
-        if seen != spec.source:
-            message = f"{spec.kind} {spec.key!r} is already defined in {seen}"
+        namespace = "experiment" if spec.kind == "holdout" else spec.kind
+        seen = first.setdefault((namespace, spec.key.lower()), spec)
+        if seen.kind != spec.kind:
+            message = (
+                f"{spec.kind} {spec.key!r} is already defined in {seen.source} as {kind_with_article(seen.kind)} "
+                "(experiments and holdouts share IDs)"
+            )
+            errors.append(ResourceProblem(str(spec.source), "metadata.id", message))
+        elif seen is not spec:
+            message = f"{spec.kind} {spec.key!r} is already defined in {seen.source}"
             errors.append(ResourceProblem(str(spec.source), "metadata.id", message))
     if errors:
         raise ResourceInvalid(errors)
@@ -509,15 +541,19 @@ def _without_version(document: dict) -> dict:
     return document
 
 
-def resource_document(resource: SubjectType | Lab | Experiment, *, with_version: bool = True) -> dict:
+def resource_document(resource: SubjectType | Lab | Layer | Experiment, *, with_version: bool = True) -> dict:
     """The resource as the document export_resources writes; without its resourceVersion
     for the history, which records the version beside the document."""
     if isinstance(resource, SubjectType):
         document = _subject_type_document(resource)
     elif isinstance(resource, Lab):
         document = _lab_document(resource)
+    elif isinstance(resource, Layer):
+        document = layers.layer_document(resource)
+    elif resource.kind == Experiment.Kind.HOLDOUT:
+        document = holdouts.holdout_document(resource)
     else:
-        document = _experiment_document(resource)
+        document = _experiment_document(resource, holdouts.holdout_keys([resource]).get(resource.pk, []))
     return document if with_version else _without_version(document)
 
 
@@ -555,7 +591,8 @@ def _lab_document(lab: Lab) -> dict:
     }
 
 
-def _experiment_document(experiment: Experiment) -> dict:
+def _experiment_document(experiment: Experiment, holdout_keys: list[str]) -> dict:
+    """`holdout_keys`: the IDs of the holdouts covering it, in order (holdouts.holdout_keys)."""
     variants = []
     for variant in experiment.variants.all():
         item: dict[str, Any] = {"id": variant.key}
@@ -574,7 +611,13 @@ def _experiment_document(experiment: Experiment) -> dict:
     if experiment.winning_variant is not None:
         spec["winningVariant"] = experiment.winning_variant.key
     spec["followLinks"] = experiment.follow_links
-    spec.update(experiment_population(experiment))
+    population = experiment_population(experiment)
+    # The order of the YAML: enrollment, holdouts, layer, targeting, coverage.
+    if "enrollment" in population:
+        spec["enrollment"] = population.pop("enrollment")
+    if holdout_keys:
+        spec["holdouts"] = holdout_keys
+    spec.update(population)
     spec["variants"] = variants
     return {
         "schemaVersion": SCHEMA_VERSION,
@@ -596,6 +639,7 @@ def experiment_population(experiment: Experiment) -> dict[str, Any]:
     return population_document(
         start_at=experiment.enrollment_start_at,
         stop_at=experiment.enrollment_stop_at,
+        layer=None if experiment.layer_id is None else (experiment.layer.key, ranges_from(experiment.slots)),
         targeting=experiment.targeting,
         coverage=experiment.coverage,
     )
@@ -608,11 +652,25 @@ def resources_export(*, kind: str | None = None) -> str:
         documents += [_subject_type_document(s) for s in SubjectType.objects.order_by("key")]
     if kind in (None, "lab"):
         documents += [_lab_document(lab) for lab in Lab.objects.order_by("key")]
-    if kind in (None, "experiment"):
-        experiments = (
-            Experiment.objects.select_related("lab", "subject_type", "winning_variant")
+    if kind in (None, "layer"):
+        documents += [
+            layers.layer_document(layer) for layer in Layer.objects.select_related("subject_type").order_by("key")
+        ]
+    if kind in (None, "holdout"):
+        stored = (
+            Experiment.objects.filter(kind=Experiment.Kind.HOLDOUT)
+            .select_related("subject_type")
             .prefetch_related("variants")
             .order_by("key")
         )
-        documents += [_experiment_document(experiment) for experiment in experiments]
+        documents += [holdouts.holdout_document(holdout) for holdout in stored]
+    if kind in (None, "experiment"):
+        experiments = (
+            Experiment.objects.filter(kind=Experiment.Kind.EXPERIMENT)
+            .select_related("lab", "subject_type", "winning_variant", "layer")
+            .prefetch_related("variants")
+            .order_by("key")
+        )
+        keys = holdouts.holdout_keys(experiments)
+        documents += [_experiment_document(experiment, keys.get(experiment.pk, [])) for experiment in experiments]
     return yaml.safe_dump_all(documents, sort_keys=False, allow_unicode=True, explicit_start=True)

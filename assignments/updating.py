@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from django.db.models import Max
+from django.db.models import F, Max
 from django.utils import timezone
 
-from assignments.models import Cohort, Experiment, Variant
-from assignments.resources import VariantSpec
+from assignments.documents import VariantSpec
+from assignments.models import DEFAULT_LAB_ID, Cohort, Experiment, Lab, Variant
 
 
 def same(stored: Any, given: Any) -> bool:
@@ -36,6 +36,21 @@ def model_update(instance, values: dict[str, Any]) -> bool:
     instance.updated_at = timezone.now()
     instance.save(update_fields=[*changed, "resource_version", "updated_at"])
     return True
+
+
+def resource_version_raise(experiment: Experiment) -> None:
+    """Raise the version of an experiment or holdout whose change is in other rows (its variants, its holdouts)."""
+    now = timezone.now()
+    Experiment.objects.filter(pk=experiment.pk).update(resource_version=F("resource_version") + 1, updated_at=now)
+
+
+def lab_get_ci(key: str) -> Lab | None:
+    """The lab `key` (ignoring case), or None. `default` exists out of the box (migration 0002); a flushed
+    database gets it back here."""
+    lab = Lab.objects.get_ci(key)
+    if lab is None and key.lower() == DEFAULT_LAB_ID:
+        lab = Lab.objects.create(key=DEFAULT_LAB_ID, name=DEFAULT_LAB_ID)
+    return lab
 
 
 def variants_write(experiment: Experiment, variants: Sequence[VariantSpec]) -> tuple[bool, list[int]]:
