@@ -344,3 +344,18 @@ def test_stored_assignments__holdout_ended_winner_elsewhere_slots_grown__returne
     # Then every stored assignment comes back as stored
     assert body == {"assignments": before}
     assert stored("pricing") == before
+
+
+def test_holdout__ended_while_the_experiment_is_cached__next_request_no_longer_holds_out(api):
+    # Given the experiment's state cached with an active holdout holding out everyone new
+    apply_resources(USER, holdout("h-2026", share=0.5), experiment("pricing", holdouts=["h-2026"]))
+    out = [s for s in SUBJECTS if held_out("h-2026", s, 0.5)]
+    assert set(batch(api, "pricing", out[:5])["excluded"]) == set(out[:5])
+
+    # When the holdout alone changes (the experiment's own version does not move)
+    apply_resources(USER, holdout("h-2026", share=0.5, status="ended"), experiment("pricing", holdouts=["h-2026"]))
+    body = batch(api, "pricing", out[5:10])
+
+    # Then the next request sees it: nobody is held out, and the new subjects are stored
+    assert set(body) == {"assignments"}
+    assert set(stored("pricing")) == set(out[5:10])
