@@ -96,11 +96,13 @@ def _screened(
     Memberships are made only for subjects that the enrollment window lets through."""
     entering = []
     excluded: Excluded = {}
+    windows = {pk: states[pk].gates.window_reason(now) for pk in {pk for pk, _ in missing}}
     for pk, subject_id in missing:
         state = states[pk]
-        held_out = bool(state.holdouts) and state.gates.window_reason(now) is None
-        held_out = held_out and memberships.held_out(state, subject_id)
-        reason = state.gates.screen(subject_id, attributes.get(subject_id, NO_ATTRIBUTES), now, held_out=held_out)
+        reason = windows[pk]
+        if reason is None:
+            held_out = bool(state.holdouts) and memberships.held_out(state, subject_id)
+            reason = state.gates.screen_open(subject_id, attributes.get(subject_id, NO_ATTRIBUTES), held_out=held_out)
         if reason is None:
             entering.append((pk, subject_id))
         else:
@@ -123,18 +125,15 @@ def _new_rows(states: dict[int, ExperimentState], entering: list[tuple[int, str]
     outside: Excluded = {}
     for pk, subject_id in entering:
         state = states[pk]
-        if not state.gates.any and (pk, subject_id) not in linked:
-            # Without gates the formula alone decides: the common case, kept to one draw.
-            rows.append((pk, subject_id, state.variant_pk_for(subject_id), state.cohort, _HASHED))
+        variant_pk = linked.get((pk, subject_id))
+        if variant_pk is not None:
+            rows.append((pk, subject_id, variant_pk, state.cohort, Assignment.Source.LINKED))
             continue
-        decision = gates.entered(
-            state.gates, state.allocation, salt=state.salt, subject_id=subject_id, linked=linked.get((pk, subject_id))
-        )
-        if decision.reason is not None:
-            outside[(pk, subject_id)] = decision.reason
+        variant_pk = gates.covered_variant(state.gates, state.allocation, salt=state.salt, subject_id=subject_id)
+        if variant_pk is None:
+            outside[(pk, subject_id)] = gates.OUTSIDE_COVERAGE
         else:
-            source = Assignment.Source.LINKED if decision.linked else _HASHED
-            rows.append((pk, subject_id, decision.variant, state.cohort, source))
+            rows.append((pk, subject_id, variant_pk, state.cohort, _HASHED))
     return rows, outside
 
 
