@@ -9,6 +9,7 @@
 - processes: manage.py run as a real process
 - server: gunicorn and scripts/run-demo in a subprocess, for the end-to-end tests
 - browser: what a browser would post from a rendered form
+- admin: the staff console's pages read and submitted as staff would
 """
 
 from __future__ import annotations
