@@ -19,6 +19,10 @@ The gates' fields are edited as staff can get right at 2 a.m.:
   field's help lists the subject type's attributes and the operators each allows,
   and every refusal names the condition it is about;
 - times are ISO 8601 text with an offset, shown in UTC, as the export writes them;
+- the holdouts covering an experiment are ticked in a list of every holdout (an ID
+  cannot be misspelt), its layer picked from a list, and its slots are the YAML of
+  spec.layer.slots, the ranges as the export and the history show them; what an
+  experiment's assignments fix (its holdouts, its layer) is shown but not offered;
 - lowering the coverage of an experiment that is active or later is refused until
   staff tick a confirmation that appears beside it: it is the one edit of the gates
   that keeps out subjects who would have entered, and a message after the save would
@@ -39,12 +43,14 @@ import yaml
 from django import forms
 from django.contrib.admin.widgets import AdminTextareaWidget
 from django.core.exceptions import ValidationError
+from django.db.models import Sum
 from django.forms.models import BaseInlineFormSet
 from django.utils.html import format_html, format_html_join
 
 from assignments import gates
 from assignments.configuring import ADMIN_SOURCE, Actor, ApplyResult, resources_apply
-from assignments.models import Experiment, Lab, SubjectType, Variant
+from assignments.layers import ranges_text
+from assignments.models import AssignmentCount, Experiment, Lab, Layer, SubjectType, Variant
 from assignments.populations import percent_text
 from assignments.resources import (
     SCHEMA_VERSION,
@@ -308,6 +314,13 @@ def targeting_where(path: str) -> str:
     return ", ".join(words)
 
 
+def _has_assignments(experiment: Experiment) -> bool:
+    """From the counts the health panel reads anyway (kept exact by triggers), so that the page reads
+    nothing from the assignments table however big; the service asks the table itself when it applies."""
+    total = AssignmentCount.objects.filter(experiment=experiment).aggregate(total=Sum("assignments"))["total"]
+    return bool(total)
+
+
 class ExperimentForm(ResourceForm):
     """The experiment's own fields; its variants come from VariantFormSet, which applies both together."""
 
@@ -324,6 +337,10 @@ class ExperimentForm(ResourceForm):
         "spec.enrollment": "enrollment_start_at",
         "spec.enrollment.startAt": "enrollment_start_at",
         "spec.enrollment.stopAt": "enrollment_stop_at",
+        "spec.holdouts": "covering_holdouts",
+        "spec.layer": "layer",
+        "spec.layer.id": "layer",
+        "spec.layer.slots": "slots",
         "spec.coverage": "coverage",
     }
     applies_in_clean = False
@@ -365,6 +382,26 @@ class ExperimentForm(ResourceForm):
         help_text="As the start; from this instant on no new subject enters (stored ones are still answered). "
         "Blank: no stop.",
     )
+    # Not named holdouts: the admin's checks would take it for the model's many-to-many field, which it
+    # cannot show because that has a through model.
+    covering_holdouts = forms.ModelMultipleChoiceField(
+        Experiment.objects.filter(kind=Experiment.Kind.HOLDOUT).select_related("subject_type").order_by("key"),
+        to_field_name="key",
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Holdouts",
+    )
+    layer = forms.ModelChoiceField(
+        Layer.objects.select_related("subject_type").order_by("key"), to_field_name="key", required=False
+    )
+    slots = forms.CharField(
+        label="Layer slots",
+        required=False,
+        widget=forms.TextInput(attrs={"style": "font-family: monospace", "placeholder": "[[0, 2500]]"}),
+        help_text="The slots it owns in the layer, as half-open ranges [start, end] of 0 to 10000, as in YAML: "
+        "[[0, 2500], [5000, 6000]] owns slots 0 to 2499 and 5000 to 5999. They may not overlap an active "
+        "experiment's of the layer; once the experiment has assignments they may only grow.",
+    )
     targeting = forms.CharField(
         required=False,
         strip=False,
@@ -394,6 +431,23 @@ class ExperimentForm(ResourceForm):
         )
         declared = None if self.creating else self.instance.subject_type
         self.fields["targeting"].help_text = targeting_help(declared)
+        self.fields["covering_holdouts"].label_from_instance = lambda h: f"{h.key} ({h.subject_type.key}, {h.status})"
+        self.fields["layer"].label_from_instance = lambda layer: f"{layer.key} ({layer.subject_type.key})"
+        self._gates_help(not self.creating and _has_assignments(self.instance))
+
+    def _gates_help(self, assigned: bool) -> None:
+        """The holdouts' and the layer's help; both are shown but not offered once the experiment has
+        assignments: they decided who entered it."""
+        holdouts, layer = self.fields["covering_holdouts"], self.fields["layer"]
+        holdouts.help_text = (
+            "Holdouts of the experiment's subject type: a subject held out by an active one does not enter. "
+            "When the experiment is first started, the active holdouts whose scope takes in its lab are added."
+        )
+        layer.help_text = "The layer whose slots the experiment owns: a subject enters only if it owns its slot."
+        if assigned:
+            holdouts.disabled = layer.disabled = True
+            holdouts.help_text = "Fixed: the experiment has assignments, and these holdouts decided who entered it."
+            layer.help_text = "Fixed: the experiment has assignments, which were made from the slots it owns."
 
     def initial_from(self, document: dict) -> dict:
         metadata, spec = document["metadata"], document["spec"]
@@ -408,9 +462,22 @@ class ExperimentForm(ResourceForm):
             "follow_links": spec["followLinks"],
             "enrollment_start_at": spec.get("enrollment", {}).get("startAt", ""),
             "enrollment_stop_at": spec.get("enrollment", {}).get("stopAt", ""),
+            "covering_holdouts": spec.get("holdouts", []),
+            "layer": spec["layer"]["id"] if "layer" in spec else None,
+            "slots": ranges_text(spec["layer"]["slots"]) if "layer" in spec else "",
             "targeting": targeting_yaml(spec["targeting"]) if spec.get("targeting") else "",
             "coverage": spec.get("coverage", 1.0),
         }
+
+    def clean_slots(self) -> Any:
+        """The ranges as YAML reads them (the service checks them), or None for none."""
+        text = self.cleaned_data["slots"]
+        if not text.strip():
+            return None
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ValidationError(f"not valid YAML: {exc}") from None
 
     def clean_targeting(self) -> Any:
         """The conditions as YAML reads them (the service checks them), or None for no targeting."""
@@ -424,6 +491,8 @@ class ExperimentForm(ResourceForm):
 
     def clean(self) -> dict:
         cleaned = super().clean()
+        if cleaned.get("slots") is not None and cleaned.get("layer") is None and "layer" not in self.errors:
+            self.add_error("layer", "pick the layer these slots are in, or clear the slots")
         coverage = cleaned.get("coverage")
         if coverage is not None and self.coverage_lowered(coverage) and not cleaned.get("confirm_coverage"):
             self.fields["confirm_coverage"].widget = forms.CheckboxInput()
@@ -451,6 +520,11 @@ class ExperimentForm(ResourceForm):
             if problem.path == "spec.targeting" or problem.path.startswith("spec.targeting."):
                 where = targeting_where(problem.path)
                 self.add_error("targeting", f"{where}: {problem.message}" if where else problem.message)
+            elif problem.path.startswith("spec.layer.slots."):
+                index = int(problem.path.split(".")[3])
+                self.add_error("slots", f"range {index + 1}: {problem.message}")
+            elif problem.path.startswith("spec.holdouts."):
+                self.add_error("covering_holdouts", problem.message)
             else:
                 others.append(problem)
         return super().route(others, variant_forms)
@@ -472,11 +546,22 @@ class ExperimentForm(ResourceForm):
             enrollment["stopAt"] = data["enrollment_stop_at"]
         if enrollment:
             spec["enrollment"] = enrollment
+        if not self.fields["covering_holdouts"].disabled:
+            spec["holdouts"] = self.holdout_keys(data["covering_holdouts"])
+        if data["layer"] is not None:
+            spec["layer"] = {"id": data["layer"].key, "slots": data["slots"]}
         if data["targeting"] is not None:
             spec["targeting"] = data["targeting"]
         spec["coverage"] = data["coverage"]
         document["spec"] = {**spec, "variants": variants}
         return document
+
+    def holdout_keys(self, chosen: list[Experiment]) -> list[str]:
+        """The IDs of the holdouts ticked, those the experiment has first in their order (the order in which
+        memberships are checked), then the others by ID."""
+        keys = {holdout.key for holdout in chosen}
+        kept = [key for key in self.initial.get("covering_holdouts", []) if key in keys]
+        return kept + sorted(keys.difference(kept), key=str.lower)
 
 
 class VariantForm(forms.ModelForm):

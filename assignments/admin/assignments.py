@@ -41,8 +41,9 @@ class ForceForm(forms.Form):
 
     def __init__(self, *args, subject_type: SubjectType, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        # Not holdouts: their members are drawn, never chosen (assignments_force refuses them too).
         self.fields["experiment"].queryset = Experiment.objects.filter(
-            subject_type=subject_type, status__in=FORCEABLE_STATUSES
+            kind=Experiment.Kind.EXPERIMENT, subject_type=subject_type, status__in=FORCEABLE_STATUSES
         ).order_by("key")
 
 
@@ -114,9 +115,12 @@ class AssignmentAdmin(ExactSearchAdmin):
             lookup = subject_lookup(
                 subject_type=subject_type, subject_id=subject_id, depth=form.cleaned_data["depth"] or 2
             )
-            running = Experiment.objects.filter(subject_type=subject_type, status__in=RUNNING_STATUSES)
+            running = Experiment.objects.filter(
+                kind=Experiment.Kind.EXPERIMENT, subject_type=subject_type, status__in=RUNNING_STATUSES
+            )
             previews = subject_previews(
-                experiments=list(running.select_related("subject_type").order_by("key")),
+                # The layer: each preview states the experiment's population rule, which names it.
+                experiments=list(running.select_related("subject_type", "layer").order_by("key")),
                 subject_id=subject_id,
                 stored=lookup.assignments,
                 attributes=None,

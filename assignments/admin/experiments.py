@@ -112,11 +112,21 @@ class ExperimentAdmin(ResourceAdmin):
         (
             "Who enters",
             {
-                "fields": ["enrollment_start_at", "enrollment_stop_at", "targeting", "coverage", "confirm_coverage"],
+                "fields": [
+                    "enrollment_start_at",
+                    "enrollment_stop_at",
+                    "covering_holdouts",
+                    "layer",
+                    "slots",
+                    "targeting",
+                    "coverage",
+                    "confirm_coverage",
+                ],
                 "description": "The gates a subject without a stored assignment passes, in this order: the "
-                "enrollment window, the targeting, then the coverage (skipped when a linked identifier's variant "
-                "is carried over). A stored assignment is always answered. A change while the experiment is "
-                "active or later starts the next cohort.",
+                "enrollment window, the holdouts, the layer's slots, the targeting, then the coverage (skipped "
+                "when a linked identifier's variant is carried over). A stored assignment is always answered. "
+                "A change while the experiment is active or later starts the next cohort (but for the holdouts: "
+                "their memberships are stored).",
             },
         ),
     ]
@@ -126,6 +136,12 @@ class ExperimentAdmin(ResourceAdmin):
     search_fields = ["key", "name"]
     inlines = [VariantInline, CohortInline]
     actions = ["start", "declare_winner", "end", "archive"]
+
+    def get_queryset(self, request):
+        # Holdouts are stored as experiments, and have pages of their own. The layer: every page shows the
+        # experiment's population rule, which names it.
+        queryset = super().get_queryset(request).filter(kind=Experiment.Kind.EXPERIMENT)
+        return queryset.select_related("lab", "subject_type", "layer")
 
     def get_urls(self):
         return [
