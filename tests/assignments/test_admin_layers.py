@@ -1,18 +1,30 @@
-"""Layers in the staff console: an experiment's layer and slots on its page."""
+"""Layers in the staff console: the layer's page with its slots, and an experiment's layer and slots on its page."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from assignments.models import Cohort, Experiment, ResourceChange
+from assignments.models import Cohort, Experiment, Layer, ResourceChange
 from assignments.resources import resource_document
 from tests.factories import AssignmentFactory
-from tests.helpers.admin import edit, errors_of
+from tests.helpers.admin import edit, errors_of, text_of, words_of
+from tests.helpers.browser import form_fields
 from tests.helpers.resources import apply_resources, experiment, in_layer, layer, subject_type
 
 USER = subject_type("user")
+
+
+def table_rows(response, table_id: str) -> list[list[str]]:
+    """The text of each cell of the body of the table `table_id`, row by row."""
+    table = re.search(rf'<table id="{table_id}".*?<tbody>(.*?)</tbody>', response.content.decode(), re.S).group(1)
+    return [
+        [" ".join(re.sub(r"<[^>]+>", " ", cell).split()) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+        for row in re.findall(r"<tr>(.*?)</tr>", table, re.S)
+    ]
 
 
 def stored(key: str) -> tuple:
@@ -148,3 +160,131 @@ def test_experiment_page__in_a_layer__the_rule_names_its_slots(staff_client, che
     assert "Who may enter now:</strong> every user in slots 2500 to 4999 of layer checkout-flow." in (
         page.content.decode()
     )
+
+
+# The layer's page
+
+
+def layer_url(key: str, page: str = "change") -> str:
+    return f"/admin/assignments/layer/{Layer.objects.get(key=key).pk}/{page}/"
+
+
+def test_layer_page__slots__bar_legend_and_table_of_owners_now_and_before(staff_client, checkout_flow):
+    # Given the layer's experiments: button [0, 2500] and copy [2500, 5000] active, an ended one that owned
+    # [4000, 7000], and a draft that wants [6000, 7000]
+    apply_resources(
+        USER,
+        experiment("old-copy", status="ended", layer=in_layer("checkout-flow", [4000, 7000])),
+        experiment("next", status="draft", layer=in_layer("checkout-flow", [4500, 5500])),
+    )
+
+    page = staff_client.get(layer_url("checkout-flow"))
+
+    # Then the page says how many slots are owned, draws them, and lists the same facts as a table
+    text = words_of(page)
+    assert "Slots: 5,000 of 10,000 owned by 2 active experiments, 5,000 free" in text
+    svg = re.search(r'<svg[^>]*role="img".*?</svg>', page.content.decode(), re.S).group(0)
+    assert "<title>The 10,000 slots of layer checkout-flow</title>" in svg
+    assert "button (active): slots 0 to 2499, 25 %" in svg
+    assert "old-copy (ended): slots 4000 to 6999, 30 %" in svg
+    assert 'stroke-dasharray="4 3"' in svg  # the draft, told apart by its outline, not colour alone
+    rows = table_rows(page, "slot-runs")
+    assert rows == [
+        ["0 to 2499", "25 %", "button (active)", "none"],
+        ["2500 to 3999", "15 %", "copy (active)", "none"],
+        ["4000 to 4999", "10 %", "copy (active)", "old-copy (ended)"],
+        ["5000 to 6999", "20 %", "free", "old-copy (ended)"],
+        ["7000 to 9999", "30 %", "free", "none"],
+    ]
+    assert table_rows(page, "slot-drafts") == [
+        ["next", "4500 to 5499", "refused while active experiment copy owns slots 4500 to 4999"]
+    ]
+    # And each owner links to its page, where its slots are edited
+    copy = checkout_flow["copy"]
+    assert f'href="/admin/assignments/experiment/{copy.pk}/change/"' in page.content.decode()
+
+
+def test_layer_page__queries__do_not_grow_with_its_experiments(staff_client, checkout_flow):
+    with CaptureQueriesContext(connection) as two:
+        staff_client.get(layer_url("checkout-flow"))
+    apply_resources(
+        USER,
+        *(experiment(f"tour-{n}", layer=in_layer("checkout-flow", [5000 + n * 100, 5100 + n * 100])) for n in range(6)),
+    )
+    with CaptureQueriesContext(connection) as eight:
+        staff_client.get(layer_url("checkout-flow"))
+
+    assert len(eight) == len(two)
+
+
+def test_layer_add__through_the_service__created_with_history_by_staff(staff_client, db):
+    apply_resources(USER)
+    page = staff_client.get("/admin/assignments/layer/add/")
+    data = {**form_fields(page.content.decode(), form_id="layer_form"), "key": "Checkout", "subject_type": "user"}
+
+    response = staff_client.post("/admin/assignments/layer/add/", data)
+
+    assert response.status_code == 302, errors_of(response)
+    created = Layer.objects.get(key="Checkout")
+    assert (created.name, created.salt, created.subject_type.key) == ("Checkout", "checkout", "user")
+    change = ResourceChange.objects.get(kind="layer", resource_id="Checkout")
+    assert (change.before, change.actor, change.channel, change.resource_version) == (None, "alice", "admin", 1)
+
+
+def test_layer_edit__name_and_salt__saved_with_history_and_its_page_shows_it(staff_client, checkout_flow):
+    flow = Layer.objects.get(key="checkout-flow")
+
+    response = edit(staff_client, flow, name="Checkout flow", salt="checkout-flow-2026")
+
+    assert response.status_code == 302, errors_of(response)
+    flow.refresh_from_db()
+    assert (flow.name, flow.salt, flow.resource_version) == ("Checkout flow", "checkout-flow-2026", 2)
+    page = staff_client.get(layer_url("checkout-flow"))
+    assert "+  salt: checkout-flow-2026" in text_of(page)
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "message"),
+    [
+        ({"salt": "Button"}, "salt", "salt 'Button' is the salt of experiment 'button' already"),
+        ({"subject_type": "device"}, "subject_type", "experiment 'button' of the layer is of subject type 'user'"),
+        ({"salt": "x\ty"}, "salt", "must not contain control characters"),
+    ],
+)
+def test_layer_edit__rule_broken__error_on_the_field_and_nothing_changed(
+    staff_client, checkout_flow, changes, field, message
+):
+    apply_resources(subject_type("device"))
+    flow = Layer.objects.get(key="checkout-flow")
+    before = (resource_document(flow), ResourceChange.objects.count())
+
+    response = edit(staff_client, flow, **changes)
+
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert any(message in error for error in errors.get(field, [])), errors
+    assert (resource_document(Layer.objects.get(pk=flow.pk)), ResourceChange.objects.count()) == before
+
+
+def test_layer_edit__salt_once_the_layer_drew_slots__refused(staff_client, checkout_flow):
+    AssignmentFactory(experiment=checkout_flow["button"])
+
+    response = edit(staff_client, Layer.objects.get(key="checkout-flow"), salt="another")
+
+    assert (
+        "cannot change once an experiment of the layer has assignments"
+        in (response.context["adminform"].form.errors["salt"][0])
+    )
+
+
+def test_layer__cannot_be_deleted_in_the_admin(staff_client, checkout_flow):
+    flow = Layer.objects.get(key="checkout-flow")
+
+    page = staff_client.get(layer_url("checkout-flow", "delete"))
+    listing = staff_client.post(
+        "/admin/assignments/layer/", {"action": "delete_selected", "_selected_action": [flow.pk]}
+    )
+
+    assert page.status_code == 403
+    assert listing.status_code in (200, 302)
+    assert Layer.objects.filter(pk=flow.pk).exists()
