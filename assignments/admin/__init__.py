@@ -9,4 +9,4 @@ always through the unique index on (experiment, subject_id).
 One module per family of pages; importing them registers their ModelAdmins.
 """
 
-from assignments.admin import assignments, experiments, history, layers, resources  # noqa: F401
+from assignments.admin import assignments, experiments, history, holdouts, layers, resources  # noqa: F401

@@ -3,34 +3,21 @@
 
 from __future__ import annotations
 
-from django import forms
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
-from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils import timezone
 from django.utils.html import format_html_join
 
-from assignments.admin.resources import ResourceAdmin
-from assignments.charts import daily_chart
-from assignments.configuring import Actor, experiment_transition
+from assignments.admin.lifecycle import TRANSITIONS, LifecycleAdmin, health_context
 from assignments.forms import ExperimentForm, TrySubjectForm, VariantForm, VariantFormSet
+from assignments.holdouts import holdouts_stored
 from assignments.models import Cohort, Experiment, Variant
 from assignments.populations import population_text
 from assignments.previews import subject_preview
-from assignments.reports import experiment_daily, experiment_report
-from assignments.resources import ResourceInvalid, experiment_population
-
-# Target status -> (action label, past tense for messages).
-TRANSITIONS = {
-    Experiment.Status.ACTIVE: ("Start", "started"),
-    Experiment.Status.WINNER_DECLARED: ("Declare a winner", "given a winner"),
-    Experiment.Status.ENDED: ("End", "ended"),
-    Experiment.Status.ARCHIVED: ("Archive", "archived"),
-}
+from assignments.resources import experiment_population
 
 
 class VariantInline(admin.TabularInline):
@@ -76,21 +63,10 @@ class CohortInline(admin.TabularInline):
         return population_text(obj.population, subject_type=obj.experiment.subject_type.key)
 
 
-class WinnerForm(forms.Form):
-    """One winner per experiment, on the confirmation page of "Declare a winner"."""
-
-    def __init__(self, *args, experiments: list[Experiment], **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        for experiment in experiments:
-            self.fields[f"winner-{experiment.pk}"] = forms.ChoiceField(
-                label=f"Winner of {experiment.key}",
-                choices=[("", "---------")] + [(v.key, v.key) for v in experiment.variants.all()],
-            )
-
-
 @admin.register(Experiment)
-class ExperimentAdmin(ResourceAdmin):
+class ExperimentAdmin(LifecycleAdmin):
     kind = "experiment"
+    statuses = tuple(TRANSITIONS)
     form = ExperimentForm
     fieldsets = [
         (
@@ -146,11 +122,6 @@ class ExperimentAdmin(ResourceAdmin):
     def get_urls(self):
         return [
             path(
-                "<path:object_id>/transition/<str:status>/",
-                self.admin_site.admin_view(self.transition_view),
-                name="assignments_experiment_transition",
-            ),
-            path(
                 "<path:object_id>/try/",
                 self.admin_site.admin_view(self.try_view),
                 name="assignments_experiment_try",
@@ -168,42 +139,17 @@ class ExperimentAdmin(ResourceAdmin):
         ]
 
     def page_context(self, obj: Experiment) -> dict:
-        """The history, the population rule, the health panel's numbers and chart, the transitions still
-        possible and the "try a subject" form."""
-        daily = experiment_daily(obj)
+        """The history, the population rule and the holdouts covering it, the health panel's numbers and
+        chart, the transitions still possible and the "try a subject" form."""
         return {
             **super().page_context(obj),
+            **health_context(obj, counted="assignment"),
             "population": population_text(experiment_population(obj), subject_type=obj.subject_type.key),
+            "covering": holdouts_stored(obj),
             "try_form": TrySubjectForm(declared=obj.subject_type.attribute_types()),
             "try_url": reverse("admin:assignments_experiment_try", args=[obj.pk]),
-            "report": experiment_report(obj),
-            "daily": daily,
-            "daily_rows": list(zip(daily.days, zip(*daily.counts.values(), strict=True), strict=True)),
-            "chart": daily_chart(
-                daily.days,
-                daily.counts,
-                title=f"New assignments per day (UTC) in {obj.key}",
-                last_day_partial=bool(daily.days) and daily.days[-1] == timezone.now().date(),
-            ),
-            "transitions": [
-                (reverse("admin:assignments_experiment_transition", args=[obj.pk, status]), label)
-                for status, (label, _) in TRANSITIONS.items()
-                if obj.can_move_to(status) and status != obj.status
-            ],
+            "transitions": self.transitions(obj),
         }
-
-    def transition_view(self, request: HttpRequest, object_id: str, status: str) -> HttpResponse:
-        if status not in TRANSITIONS or not self.has_change_permission(request):
-            raise PermissionDenied
-        # get_object answers None for an ID that is not a number too, like the admin's own views.
-        experiment = self.get_object(request, unquote(object_id))
-        if experiment is None:
-            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
-        if not self.has_change_permission(request, experiment):
-            raise PermissionDenied
-        change_url = reverse("admin:assignments_experiment_change", args=[experiment.pk])
-        confirmation = self._transition(request, [experiment], status)
-        return HttpResponseRedirect(change_url) if confirmation is None else confirmation
 
     def try_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """What the API would answer a subject now, storing nothing. A POST, so that the attributes typed
@@ -240,64 +186,3 @@ class ExperimentAdmin(ResourceAdmin):
                 "preview": preview,
             },
         )
-
-    def _transition(self, request: HttpRequest, experiments: list[Experiment], status: str) -> HttpResponse | None:
-        """The confirmation page, or (once confirmed) each experiment moved, with a message per experiment.
-
-        Returns None when done, for the caller to redirect.
-        """
-        label, past = TRANSITIONS[status]
-        winners = WinnerForm(
-            request.POST if "confirm" in request.POST else None,
-            experiments=experiments if status == Experiment.Status.WINNER_DECLARED else [],
-        )
-        if "confirm" not in request.POST or not winners.is_valid():
-            return TemplateResponse(
-                request,
-                "admin/assignments/experiment/transition_confirmation.html",
-                {
-                    **self.admin_site.each_context(request),
-                    "opts": self.model._meta,
-                    "title": f"{label}: are you sure?",
-                    "label": label,
-                    "status": status,
-                    "experiments": experiments,
-                    "winners": winners,
-                    "action": request.POST.get("action", ""),
-                },
-            )
-        actor = Actor.staff(request.user.get_username())
-        for experiment in experiments:
-            winner = winners.cleaned_data.get(f"winner-{experiment.pk}")
-            try:
-                result = experiment_transition(
-                    experiment=experiment, status=status, actor=actor, winning_variant=winner
-                )
-            except ResourceInvalid as exc:
-                reasons = "; ".join(problem.message for problem in exc.problems)
-                self.message_user(request, f"{experiment.key} was not {past}: {reasons}.", messages.ERROR)
-                continue
-            if result.outcome == "unchanged":
-                self.message_user(request, f"{experiment.key} is already {status}.", messages.WARNING)
-            else:
-                self.message_user(request, f"{experiment.key} was {past}.", messages.SUCCESS)
-        return None
-
-    def _action(self, request: HttpRequest, queryset: QuerySet, status: str) -> HttpResponse | None:
-        return self._transition(request, list(queryset.order_by("key")), status)
-
-    @admin.action(description="Start the selected experiments", permissions=["change"])
-    def start(self, request, queryset):
-        return self._action(request, queryset, Experiment.Status.ACTIVE)
-
-    @admin.action(description="Declare a winner of the selected experiments", permissions=["change"])
-    def declare_winner(self, request, queryset):
-        return self._action(request, queryset, Experiment.Status.WINNER_DECLARED)
-
-    @admin.action(description="End the selected experiments", permissions=["change"])
-    def end(self, request, queryset):
-        return self._action(request, queryset, Experiment.Status.ENDED)
-
-    @admin.action(description="Archive the selected experiments", permissions=["change"])
-    def archive(self, request, queryset):
-        return self._action(request, queryset, Experiment.Status.ARCHIVED)
