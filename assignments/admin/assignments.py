@@ -13,7 +13,7 @@ from django.utils.html import format_html
 from assignments.forcing import FORCEABLE_STATUSES, REASON_MAX_LENGTH, ForceRefused, assignments_force
 from assignments.linking import MAX_DEPTH
 from assignments.models import Assignment, Experiment, SubjectType
-from assignments.previews import subject_previews
+from assignments.previews import holdout_memberships, layer_slots, subject_previews
 from assignments.selectors import RUNNING_STATUSES
 from assignments.subjects import subject_lookup
 from core.admin import EstimatedCountPaginator, ExactSearchAdmin, subject_id_html
@@ -97,11 +97,12 @@ class AssignmentAdmin(ExactSearchAdmin):
         ]
 
     def lookup_view(self, request: HttpRequest) -> HttpResponse:
-        """The subject's page; a POST forces an assignment of it (QA), through force_assignments' service."""
+        """The subject's page: what is stored about it and what the running experiments, its holdouts and its
+        layers make of it now; a POST forces an assignment of it (QA), through force_assignments' service."""
         if not self.has_view_permission(request):
             raise PermissionDenied
         form = SubjectLookupForm(request.GET if "subject_id" in request.GET else None)
-        lookup = force_form = previews = None
+        lookup = force_form = previews = memberships = slots = None
         if form.is_valid():
             subject_type, subject_id = form.cleaned_data["subject_type"], form.cleaned_data["subject_id"]
             may_force = request.user.has_perm("assignments.change_assignment")
@@ -122,9 +123,13 @@ class AssignmentAdmin(ExactSearchAdmin):
                 # The layer: each preview states the experiment's population rule, which names it.
                 experiments=list(running.select_related("subject_type", "layer").order_by("key")),
                 subject_id=subject_id,
-                stored=lookup.assignments,
+                stored=lookup.assignments + lookup.memberships,
                 attributes=None,
             )
+            memberships = holdout_memberships(
+                subject_type=subject_type, subject_id=subject_id, stored=lookup.memberships
+            )
+            slots = layer_slots(subject_type=subject_type, subject_id=subject_id)
         return TemplateResponse(
             request,
             "admin/assignments/subject_lookup.html",
@@ -135,6 +140,8 @@ class AssignmentAdmin(ExactSearchAdmin):
                 "form": form,
                 "lookup": lookup,
                 "previews": previews,
+                "memberships": memberships,
+                "slots": slots,
                 "force_form": force_form,
             },
         )

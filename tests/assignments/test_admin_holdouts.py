@@ -7,12 +7,12 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from assignments.models import Cohort, Experiment, ExperimentHoldout, Holdout, ResourceChange
+from assignments.models import Assignment, Cohort, Experiment, ExperimentHoldout, Holdout, ResourceChange
 from assignments.reports import experiment_report
 from assignments.resources import resource_document
 from tests.factories import AssignmentFactory
-from tests.helpers.admin import edit, errors_of, messages_of, words_of
-from tests.helpers.assignments import assigned_store
+from tests.helpers.admin import edit, errors_of, inline_text, messages_of, table_rows, words_of
+from tests.helpers.assignments import assigned_store, reference_variant
 from tests.helpers.browser import form_fields
 from tests.helpers.resources import apply_resources, experiment, holdout, lab, subject_type
 
@@ -294,3 +294,56 @@ def test_holdout__cannot_be_deleted_nor_opened_as_an_experiment(staff_client, co
     assert deleted.status_code == 403
     assert as_experiment.redirect_chain == [("/admin/", 302)]
     assert Experiment.objects.filter(pk=h1.pk).exists()
+
+
+# A subject's memberships: the lookup and "try a subject"
+
+
+def test_subject_lookup__holdouts_of_its_type__stored_or_by_the_formula_marked_not_stored(staff_client, covered):
+    assigned_store("h1", "u-1", "held_out")
+    formula = reference_variant("h2", "u-1", [("held_out", 0.1), ("general", 0.9)])
+
+    page = staff_client.get("/admin/assignments/assignment/lookup/", {"subject_type": "user", "subject_id": "u-1"})
+
+    assert table_rows(page, "holdout-memberships") == [
+        ["h1", "active", f"held_out (stored {page.context['lookup'].memberships[0].created_at:%Y-%m-%d %H:%M:%S} UTC)"],
+        [
+            "h2",
+            "active",
+            f"{formula} (not stored: the holdout's formula, stored by the first request that reaches an "
+            "experiment it covers)",
+        ],
+    ]
+    (checkout,) = page.context["previews"]
+    assert (checkout.answer, checkout.reason) == ("control", "held_out")
+    assert "Excluded (held_out): it is a held_out member of h1." in checkout.summary
+
+
+def test_subject_lookup__queries__do_not_grow_with_the_holdouts(staff_client, covered):
+    asked = {"subject_type": "user", "subject_id": "u-1"}
+    with CaptureQueriesContext(connection) as two:
+        staff_client.get("/admin/assignments/assignment/lookup/", asked)
+    apply_resources(
+        USER, *(holdout(f"more-{n}") for n in range(3)), experiment("tour", holdouts=[f"more-{n}" for n in range(3)])
+    )
+    with CaptureQueriesContext(connection) as five:
+        page = staff_client.get("/admin/assignments/assignment/lookup/", asked)
+
+    assert len(page.context["memberships"]) == 5
+    assert len(five) == len(two)
+
+
+def test_try_a_subject__covered__its_memberships_and_whether_they_hold_it_out(staff_client, covered):
+    checkout = covered["checkout"]
+    h1_splits = [("held_out", 0.05), ("general", 0.95)]
+    subject_id = next(f"u-{n}" for n in range(100) if reference_variant("h1", f"u-{n}", h1_splits) == "general")
+
+    response = staff_client.post(f"/admin/assignments/experiment/{checkout.pk}/try/", {"subject_id": subject_id})
+
+    preview = response.context["preview"]
+    assert [(m.holdout, m.stored) for m in preview.memberships] == [("h1", None), ("h2", None)]
+    assert "Holdouts covering it: h1: general (not stored: the holdout's formula); h2:" in inline_text(
+        response.content.decode()
+    )
+    assert f'href="/admin/assignments/holdout/{covered["h1"].pk}/change/"' in response.content.decode()
+    assert not Assignment.objects.exists()

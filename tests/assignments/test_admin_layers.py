@@ -11,20 +11,12 @@ from django.test.utils import CaptureQueriesContext
 from assignments.models import Cohort, Experiment, Layer, ResourceChange
 from assignments.resources import resource_document
 from tests.factories import AssignmentFactory
-from tests.helpers.admin import edit, errors_of, text_of, words_of
+from tests.helpers.admin import edit, errors_of, inline_text, table_rows, text_of, words_of
+from tests.helpers.assignments import reference_slot
 from tests.helpers.browser import form_fields
 from tests.helpers.resources import apply_resources, experiment, in_layer, layer, subject_type
 
 USER = subject_type("user")
-
-
-def table_rows(response, table_id: str) -> list[list[str]]:
-    """The text of each cell of the body of the table `table_id`, row by row."""
-    table = re.search(rf'<table id="{table_id}".*?<tbody>(.*?)</tbody>', response.content.decode(), re.S).group(1)
-    return [
-        [" ".join(re.sub(r"<[^>]+>", " ", cell).split()) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
-        for row in re.findall(r"<tr>(.*?)</tr>", table, re.S)
-    ]
 
 
 def stored(key: str) -> tuple:
@@ -288,3 +280,37 @@ def test_layer__cannot_be_deleted_in_the_admin(staff_client, checkout_flow):
     assert page.status_code == 403
     assert listing.status_code in (200, 302)
     assert Layer.objects.filter(pk=flow.pk).exists()
+
+
+# A subject's slots: the lookup and "try a subject"
+
+
+def test_subject_lookup__layers_of_its_type__its_slot_and_who_owns_it_now(staff_client, checkout_flow):
+    apply_resources(USER, layer("empty"))
+    subject_id = next(f"u-{n}" for n in range(100) if 2500 <= reference_slot("checkout-flow", f"u-{n}") < 5000)
+
+    page = staff_client.get("/admin/assignments/assignment/lookup/", {"subject_type": "user", "subject_id": subject_id})
+
+    assert table_rows(page, "layer-slots") == [
+        ["checkout-flow", str(reference_slot("checkout-flow", subject_id)), "copy (active)"],
+        ["empty", str(reference_slot("empty", subject_id)), "no active experiment: free"],
+    ]
+    previews = {preview.experiment.key: preview for preview in page.context["previews"]}
+    assert (previews["copy"].reason, previews["button"].reason) == (None, "layer_excluded")
+    assert "active experiment copy owns it" in previews["button"].summary
+
+
+def test_try_a_subject__in_a_layer__its_slot_and_the_gate_as_the_api_answers(staff_client, checkout_flow, api):
+    button = checkout_flow["button"]
+    subject_id = next(f"u-{n}" for n in range(100) if reference_slot("checkout-flow", f"u-{n}") >= 5000)
+
+    response = staff_client.post(f"/admin/assignments/experiment/{button.pk}/try/", {"subject_id": subject_id})
+
+    preview = response.context["preview"]
+    slot = reference_slot("checkout-flow", subject_id)
+    assert (preview.answer, preview.reason, preview.slot.slot) == ("control", "layer_excluded", slot)
+    assert f"Its slot of layer checkout-flow: {slot}, owned by no active experiment." in inline_text(
+        response.content.decode()
+    )
+    answered = api.post("/experiment-assignments", {"experiment_id": "button", "subject_ids": [subject_id]})
+    assert answered.json()["excluded"] == {subject_id: "layer_excluded"}

@@ -47,5 +47,19 @@ def words_of(response) -> str:
     return " ".join(text_of(response).split())
 
 
+def inline_text(fragment: str) -> str:
+    """HTML that reads as one sentence (a cell, a paragraph) as text: tags dropped, white space made one space."""
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", "", fragment)).split())
+
+
 def messages_of(response) -> list[str]:
     return [str(message) for message in response.context["messages"]]
+
+
+def table_rows(response, table_id: str) -> list[list[str]]:
+    """The text of each cell of the body of the table `table_id`, row by row."""
+    table = re.search(rf'<table id="{table_id}".*?<tbody>(.*?)</tbody>', response.content.decode(), re.S).group(1)
+    return [
+        [inline_text(cell) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+        for row in re.findall(r"<tr>(.*?)</tr>", table, re.S)
+    ]
