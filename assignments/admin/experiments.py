@@ -106,9 +106,9 @@ class ExperimentAdmin(LifecycleAdmin):
             },
         ),
     ]
-    list_display = ["key", "name", "status", "lab", "subject_type", "resource_version", "updated_at"]
-    list_filter = ["status", "lab", "subject_type"]
-    list_select_related = ["lab", "subject_type"]
+    list_display = ["key", "name", "status", "lab", "subject_type", "layer", "resource_version", "updated_at"]
+    list_filter = ["status", "lab", "subject_type", "layer"]
+    list_select_related = ["lab", "subject_type", "layer"]
     search_fields = ["key", "name"]
     inlines = [VariantInline, CohortInline]
     actions = ["start", "declare_winner", "end", "archive"]

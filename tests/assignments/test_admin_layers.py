@@ -314,3 +314,15 @@ def test_try_a_subject__in_a_layer__its_slot_and_the_gate_as_the_api_answers(sta
     )
     answered = api.post("/experiment-assignments", {"experiment_id": "button", "subject_ids": [subject_id]})
     assert answered.json()["excluded"] == {subject_id: "layer_excluded"}
+
+
+def test_experiment_list__filtered_by_layer__its_experiments_with_their_layer(staff_client, checkout_flow):
+    apply_resources(USER, experiment("elsewhere"))
+    flow = Layer.objects.get(key="checkout-flow")
+
+    everyone = staff_client.get("/admin/assignments/experiment/")
+    in_flow = staff_client.get("/admin/assignments/experiment/", {"layer__id__exact": flow.pk})
+
+    assert sorted(row.key for row in everyone.context["cl"].result_list) == ["button", "copy", "elsewhere"]
+    assert sorted(row.key for row in in_flow.context["cl"].result_list) == ["button", "copy"]
+    assert re.findall(r'<td class="field-layer[^"]*">([^<]*)</td>', in_flow.content.decode()) == ["checkout-flow"] * 2
