@@ -569,15 +569,15 @@ class ExperimentForm(ResourceForm):
     def _gates_help(self, assigned: bool) -> None:
         """The holdouts' and the layer's help; both are shown but not offered once the experiment has
         assignments: they decided who entered it."""
-        holdouts, layer = self.fields["covering_holdouts"], self.fields["layer"]
-        holdouts.help_text = (
+        covering, layer = self.fields["covering_holdouts"], self.fields["layer"]
+        covering.help_text = (
             "Holdouts of the experiment's subject type: a subject held out by an active one does not enter. "
             "When the experiment is first started, the active holdouts whose scope takes in its lab are added."
         )
         layer.help_text = "The layer whose slots the experiment owns: a subject enters only if it owns its slot."
         if assigned:
-            holdouts.disabled = layer.disabled = True
-            holdouts.help_text = "Fixed: the experiment has assignments, and these holdouts decided who entered it."
+            covering.disabled = layer.disabled = True
+            covering.help_text = "Fixed: the experiment has assignments, and these holdouts decided who entered it."
             layer.help_text = "Fixed: the experiment has assignments, which were made from the slots it owns."
 
     def initial_from(self, document: dict) -> dict:
