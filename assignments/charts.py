@@ -3,16 +3,24 @@
 Each series differs from the others by line pattern and marker shape as well as
 by colour, and is named at its line's end and in the legend, so the chart reads
 without colour vision (or in greyscale). Numbers stay available as text in the
-<title> tooltips and in the table the admin renders beside the chart.
+<title> tooltips and in the table the admin renders beside the chart. A layer's
+slot bar tells its owners apart the same way: by name inside each run of slots,
+by lane and outline (now, before, drafts) as well as by colour.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from datetime import date
 
 from django.utils.html import format_html, format_html_join
-from django.utils.safestring import SafeString
+from django.utils.safestring import SafeString, mark_safe
+
+from assignments.models import Experiment
+from assignments.populations import percent_text, slots_text
+from assignments.slotmaps import Owner, SlotMap
+from assignments.slots import SLOTS, overlap
 
 WIDTH, HEIGHT = 760, 260
 LEFT, RIGHT, TOP, BOTTOM = 56, 110, 16, 34
@@ -163,3 +171,151 @@ def daily_chart(
         format_html_join("", "{}", ((line,) for line in lines)),
         legend,
     )
+
+
+# The slot bar: one lane for now, lanes for the experiments done and the drafts, each of those
+# packed so that experiments whose slots do not overlap share a lane.
+BAR_LEFT, BAR_RIGHT, LANE_HEIGHT, LANE_GAP = 64, 28, 24, 6
+# Okabe-Ito colours whose fill needs white text rather than black.
+DARK_COLOURS = {"#0072B2", "#D55E00", "#009E73", "#CC79A7"}
+SLOT_TICKS = (0, 2500, 5000, 7500, 10000)
+# An average character of the 11px labels, to tell whether a label fits its run of slots.
+CHARACTER_WIDTH = 6.5
+LEGEND_COLUMN, LEGEND_COLUMNS, LEGEND_ROW = 185, 4, 18
+
+
+def _lanes(owners: tuple[Owner, ...]) -> list[list[Owner]]:
+    """The owners packed into lanes, in order: each into the first lane where it overlaps no one."""
+    lanes: list[list[Owner]] = []
+    for owner in owners:
+        lane = next((lane for lane in lanes if all(overlap(o.ranges, owner.ranges) is None for o in lane)), None)
+        if lane is None:
+            lanes.append([owner])
+        else:
+            lane.append(owner)
+    return lanes
+
+
+def slots_bar(slot_map: SlotMap, *, title: str) -> SafeString:
+    """A layer's 10,000 slots as horizontal bars: now (each active experiment's ranges, the free ones
+    hatched), then the experiments done that owned slots before (pale), then the drafts (dashed outlines),
+    with a legend. Every run of slots names its owner inside when it fits, and in its tooltip."""
+    plot_width = WIDTH - BAR_LEFT - BAR_RIGHT
+    colours = {owner.pk: style[0] for owner, style in zip(slot_map.owners, _styles(), strict=False)}
+
+    def x(number: int) -> float:
+        return BAR_LEFT + plot_width * number / SLOTS
+
+    def box(lane: int, start: int, end: int, label: str, tooltip: str, look: SafeString, text_colour: str):
+        top = TOP + lane * (LANE_HEIGHT + LANE_GAP)
+        width = x(end) - x(start)
+        text = ""
+        if len(label) * CHARACTER_WIDTH + 6 <= width:
+            text = format_html(
+                '<text x="{}" y="{}" text-anchor="middle" font-size="11" fill="{}">{}</text>',
+                _n(x(start) + width / 2),
+                _n(top + LANE_HEIGHT / 2 + 4),
+                text_colour,
+                label,
+            )
+        return format_html(
+            '<g><title>{}</title><rect x="{}" y="{}" width="{}" height="{}" {}/>{}</g>',
+            tooltip,
+            _n(x(start)),
+            top,
+            _n(width),
+            LANE_HEIGHT,
+            look,
+            text,
+        )
+
+    def owned(owner: Owner, start: int, end: int) -> str:
+        return f"{owner.key} ({owner.status}): {slots_text([(start, end)])}, {percent_text((end - start) / SLOTS)}"
+
+    boxes, lane_names = [], [(0, "Now")]
+    # The runs of the table differ also by who owned them before; now, only the owner counts.
+    for owner, group in itertools.groupby(slot_map.segments, key=lambda segment: segment.owner):
+        runs = list(group)
+        start, end = runs[0].start, runs[-1].end
+        if owner is None:
+            tooltip = f"free: {slots_text([(start, end)])}, {percent_text((end - start) / SLOTS)}"
+            boxes.append(box(0, start, end, "free", tooltip, _look(None, ""), "#333"))
+        else:
+            colour = colours[owner.pk]
+            text_colour = "#fff" if colour in DARK_COLOURS else "#000"
+            boxes.append(box(0, start, end, owner.key, owned(owner, start, end), _look(owner, colour), text_colour))
+    lane = 1
+    for name, owners in (("Before", slot_map.done), ("Drafts", slot_map.drafts)):
+        packed = _lanes(owners)
+        if packed:
+            lane_names.append((lane, name))
+        for members in packed:
+            for owner in members:
+                look = _look(owner, colours[owner.pk])
+                for start, end in owner.ranges:
+                    boxes.append(box(lane, start, end, owner.key, owned(owner, start, end), look, "#000"))
+            lane += 1
+    axis_y = TOP + lane * (LANE_HEIGHT + LANE_GAP)
+    names = format_html_join(
+        "",
+        '<text x="{}" y="{}" text-anchor="end" font-size="12">{}</text>',
+        (
+            (BAR_LEFT - 8, _n(TOP + index * (LANE_HEIGHT + LANE_GAP) + LANE_HEIGHT / 2 + 4), name)
+            for index, name in lane_names
+        ),
+    )
+    ticks = format_html_join(
+        "",
+        '<line x1="{}" x2="{}" y1="{}" y2="{}" stroke="#333"/><text x="{}" y="{}" text-anchor="middle" '
+        'font-size="11">{}</text>',
+        ((_n(x(t)), _n(x(t)), axis_y - 2, axis_y + 3, _n(x(t)), axis_y + 16, f"{t:,}") for t in SLOT_TICKS),
+    )
+    legend_top = axis_y + 34
+    items = [("free", None), *((f"{owner.key} ({owner.status})", owner) for owner in slot_map.owners)]
+    legend = format_html_join(
+        "",
+        '<g transform="translate({},{})">{}<text x="22" y="4" font-size="12">{}</text></g>',
+        (
+            (
+                BAR_LEFT + LEGEND_COLUMN * (index % LEGEND_COLUMNS),
+                legend_top + LEGEND_ROW * (index // LEGEND_COLUMNS),
+                _swatch(owner, colours),
+                text,
+            )
+            for index, (text, owner) in enumerate(items)
+        ),
+    )
+    height = legend_top + LEGEND_ROW * math.ceil(len(items) / LEGEND_COLUMNS)
+    return format_html(
+        '<svg xmlns="http://www.w3.org/2000/svg" role="img" width="{}" height="{}" viewBox="0 0 {} {}" '
+        'font-family="sans-serif"><title>{}</title><defs><pattern id="slots-free" width="6" height="6" '
+        'patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#fff"/>'
+        '<line x1="0" y1="0" x2="0" y2="6" stroke="#bbb" stroke-width="2"/></pattern></defs>{}{}{}{}</svg>',
+        WIDTH,
+        height,
+        WIDTH,
+        height,
+        title,
+        names,
+        format_html_join("", "{}", ((b,) for b in boxes)),
+        ticks,
+        legend,
+    )
+
+
+def _look(owner: Owner | None, colour: str) -> SafeString:
+    """How a run of slots is drawn: an active owner's filled, a done one's pale, a draft's outlined with
+    dashes, free slots (owner None) hatched."""
+    if owner is None:
+        return mark_safe('fill="url(#slots-free)" stroke="#888"')
+    if owner.status == Experiment.Status.ACTIVE:
+        return format_html('fill="{}" stroke="#fff"', colour)
+    if owner.status == Experiment.Status.DRAFT:
+        return format_html('fill="#fff" stroke="{}" stroke-width="2" stroke-dasharray="4 3"', colour)
+    return format_html('fill="{}" fill-opacity="0.3" stroke="{}"', colour, colour)
+
+
+def _swatch(owner: Owner | None, colours: dict[int, str]) -> SafeString:
+    """The legend's sample of how an owner (None: free slots) is drawn."""
+    look = _look(owner, "" if owner is None else colours[owner.pk])
+    return format_html('<rect x="0" y="-6" width="16" height="12" {}/>', look)

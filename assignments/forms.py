@@ -19,6 +19,10 @@ The gates' fields are edited as staff can get right at 2 a.m.:
   field's help lists the subject type's attributes and the operators each allows,
   and every refusal names the condition it is about;
 - times are ISO 8601 text with an offset, shown in UTC, as the export writes them;
+- the holdouts covering an experiment are ticked in a list of every holdout (an ID
+  cannot be misspelt), its layer picked from a list, and its slots are the YAML of
+  spec.layer.slots, the ranges as the export and the history show them; what an
+  experiment's assignments fix (its holdouts, its layer) is shown but not offered;
 - lowering the coverage of an experiment that is active or later is refused until
   staff tick a confirmation that appears beside it: it is the one edit of the gates
   that keeps out subjects who would have entered, and a message after the save would
@@ -42,10 +46,12 @@ from django.core.exceptions import ValidationError
 from django.forms.models import BaseInlineFormSet
 from django.utils.html import format_html, format_html_join
 
-from assignments import gates
+from assignments import gates, holdouts
 from assignments.configuring import ADMIN_SOURCE, Actor, ApplyResult, resources_apply
-from assignments.models import Experiment, Lab, SubjectType, Variant
+from assignments.layers import ranges_text
+from assignments.models import Experiment, Holdout, Lab, Layer, SubjectType, Variant
 from assignments.populations import percent_text
+from assignments.reports import experiment_assignments_total
 from assignments.resources import (
     SCHEMA_VERSION,
     ResourceInvalid,
@@ -243,6 +249,142 @@ class LabForm(ResourceForm):
         exclude = _model_fields(Lab)  # noqa: DJ006 - every model field: the service writes, not the form
 
 
+class LayerForm(ResourceForm):
+    kind = "layer"
+    field_paths = {**ResourceForm.field_paths, "spec.subjectType": "subject_type", "spec.salt": "salt"}
+
+    subject_type = forms.ModelChoiceField(
+        SubjectType.objects.order_by("key"),
+        to_field_name="key",
+        help_text="The subject type of the layer's experiments: it changes only with theirs, in one YAML apply.",
+    )
+    salt = forms.CharField(
+        max_length=200,
+        required=False,
+        help_text="Draws each subject's slot. Defaults to the ID in lower case; unique among every salt; fixed "
+        "once an experiment of the layer has assignments.",
+    )
+
+    class Meta:
+        model = Layer
+        fields: list[str] = []
+        exclude = _model_fields(Layer)  # noqa: DJ006 - every model field: the service writes, not the form
+
+    def initial_from(self, document: dict) -> dict:
+        spec = document["spec"]
+        return {**super().initial_from(document), "subject_type": spec["subjectType"], "salt": spec["salt"]}
+
+    def document(self) -> dict:
+        data = self.cleaned_data
+        spec = {"subjectType": data["subject_type"].key}
+        if data["salt"]:
+            spec["salt"] = data["salt"]
+        return {**super().document(), "spec": spec}
+
+
+SCOPE_NONE, SCOPE_LABS = "", "labs"
+
+
+class HoldoutForm(ResourceForm):
+    """A holdout's fields; its scope is a choice (none, all, the labs ticked) rather than YAML, since it has
+    only those three shapes."""
+
+    kind = "holdout"
+    field_paths = {
+        **ResourceForm.field_paths,
+        "metadata.status": "status",
+        "spec.subjectType": "subject_type",
+        "spec.share": "share",
+        "spec.salt": "salt",
+        "spec.scope": "scope",
+        "spec.scope.labs": "scope_labs",
+    }
+    # The labs the stored scope names, as written: they may differ in case from the labs' IDs.
+    stored_labs: tuple[str, ...] = ()
+
+    status = forms.ChoiceField(
+        choices=[(status, Experiment.Status(status).label) for status in holdouts.STATUSES],
+        initial=Experiment.Status.DRAFT,
+        help_text="Forward only: draft, active, ended. Only an active holdout holds anyone out; an ended one "
+        "stops nobody, and its members stay stored.",
+    )
+    subject_type = forms.ModelChoiceField(SubjectType.objects.order_by("key"), to_field_name="key")
+    share = forms.FloatField(
+        help_text=f"The share of subjects held out, more than 0 and at most {holdouts.MAX_SHARE} (0.05 is 5 %). "
+        "Fixed, like the salt and the subject type, once the holdout has been active: they drew its members.",
+    )
+    salt = forms.CharField(
+        max_length=200, required=False, help_text="Defaults to the ID in lower case; unique among every salt."
+    )
+    scope = forms.ChoiceField(
+        choices=[
+            (SCOPE_NONE, "None: only the experiments that list it"),
+            (holdouts.SCOPE_ALL, "All experiments of its subject type"),
+            (SCOPE_LABS, "The experiments of the labs ticked below"),
+        ],
+        required=False,
+        widget=forms.RadioSelect,
+        help_text="The experiments it joins when they are first started, while it is active. A change decides "
+        "only for experiments started afterwards.",
+    )
+    scope_labs = forms.ModelMultipleChoiceField(
+        Lab.objects.order_by("key"),
+        to_field_name="key",
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Scope's labs",
+    )
+
+    class Meta:
+        model = Holdout
+        fields: list[str] = []
+        exclude = _model_fields(Holdout)  # noqa: DJ006 - every model field: the service writes, not the form
+
+    def initial_from(self, document: dict) -> dict:
+        metadata, spec = document["metadata"], document["spec"]
+        scope = spec.get("scope")
+        self.stored_labs = tuple(scope["labs"]) if isinstance(scope, dict) else ()
+        named = {lab.lower() for lab in self.stored_labs}
+        return {
+            **super().initial_from(document),
+            "status": metadata["status"],
+            "subject_type": spec["subjectType"],
+            "share": spec["share"],
+            "salt": spec["salt"],
+            "scope": SCOPE_LABS if isinstance(scope, dict) else scope or SCOPE_NONE,
+            "scope_labs": [
+                key for key in Lab.objects.order_by("key").values_list("key", flat=True) if key.lower() in named
+            ],
+        }
+
+    def clean(self) -> dict:
+        cleaned = self.cleaned_data
+        if cleaned.get("scope_labs") and cleaned.get("scope") != SCOPE_LABS:
+            self.add_error("scope_labs", "count only for a scope of the labs ticked: pick that scope, or untick them")
+        return super().clean()
+
+    def scope_lab_keys(self, chosen: list[Lab]) -> list[str]:
+        """The labs ticked: those the scope names first, as written and in their order (saving the page
+        unchanged is then no change), then the others by ID."""
+        keys = {lab.key.lower(): lab.key for lab in chosen}
+        kept = [lab for lab in self.stored_labs if lab.lower() in keys]
+        added = {lab.lower() for lab in kept}
+        return kept + sorted((key for lower, key in keys.items() if lower not in added), key=str.lower)
+
+    def document(self) -> dict:
+        data = self.cleaned_data
+        document = super().document()
+        document["metadata"]["status"] = data["status"]
+        spec: dict[str, Any] = {"subjectType": data["subject_type"].key, "share": data["share"]}
+        if data["salt"]:
+            spec["salt"] = data["salt"]
+        if data["scope"] == holdouts.SCOPE_ALL:
+            spec["scope"] = holdouts.SCOPE_ALL
+        elif data["scope"] == SCOPE_LABS:
+            spec["scope"] = {"labs": self.scope_lab_keys(data["scope_labs"])}
+        return {**document, "spec": spec}
+
+
 TARGETING_EXAMPLE = """- {attribute: country, in: [DE, AT]}
 - anyOf:
     - {attribute: plan, equals: pro}
@@ -324,6 +466,10 @@ class ExperimentForm(ResourceForm):
         "spec.enrollment": "enrollment_start_at",
         "spec.enrollment.startAt": "enrollment_start_at",
         "spec.enrollment.stopAt": "enrollment_stop_at",
+        "spec.holdouts": "covering_holdouts",
+        "spec.layer": "layer",
+        "spec.layer.id": "layer",
+        "spec.layer.slots": "slots",
         "spec.coverage": "coverage",
     }
     applies_in_clean = False
@@ -365,6 +511,26 @@ class ExperimentForm(ResourceForm):
         help_text="As the start; from this instant on no new subject enters (stored ones are still answered). "
         "Blank: no stop.",
     )
+    # Not named holdouts: the admin's checks would take it for the model's many-to-many field, which it
+    # cannot show because that has a through model.
+    covering_holdouts = forms.ModelMultipleChoiceField(
+        Experiment.objects.filter(kind=Experiment.Kind.HOLDOUT).select_related("subject_type").order_by("key"),
+        to_field_name="key",
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Holdouts",
+    )
+    layer = forms.ModelChoiceField(
+        Layer.objects.select_related("subject_type").order_by("key"), to_field_name="key", required=False
+    )
+    slots = forms.CharField(
+        label="Layer slots",
+        required=False,
+        widget=forms.TextInput(attrs={"style": "font-family: monospace", "placeholder": "[[0, 2500]]"}),
+        help_text="The slots it owns in the layer, as half-open ranges [start, end] of 0 to 10000, as in YAML: "
+        "[[0, 2500], [5000, 6000]] owns slots 0 to 2499 and 5000 to 5999. They may not overlap an active "
+        "experiment's of the layer; once the experiment has assignments they may only grow.",
+    )
     targeting = forms.CharField(
         required=False,
         strip=False,
@@ -394,6 +560,25 @@ class ExperimentForm(ResourceForm):
         )
         declared = None if self.creating else self.instance.subject_type
         self.fields["targeting"].help_text = targeting_help(declared)
+        self.fields["covering_holdouts"].label_from_instance = lambda h: f"{h.key} ({h.subject_type.key}, {h.status})"
+        self.fields["layer"].label_from_instance = lambda layer: f"{layer.key} ({layer.subject_type.key})"
+        # From the counts (kept exact by triggers), so that the page reads nothing from the assignments table
+        # however big it is; the service asks the table itself when it applies.
+        self._gates_help(not self.creating and experiment_assignments_total(self.instance) > 0)
+
+    def _gates_help(self, assigned: bool) -> None:
+        """The holdouts' and the layer's help; both are shown but not offered once the experiment has
+        assignments: they decided who entered it."""
+        covering, layer = self.fields["covering_holdouts"], self.fields["layer"]
+        covering.help_text = (
+            "Holdouts of the experiment's subject type: a subject held out by an active one does not enter. "
+            "When the experiment is first started, the active holdouts whose scope takes in its lab are added."
+        )
+        layer.help_text = "The layer whose slots the experiment owns: a subject enters only if it owns its slot."
+        if assigned:
+            covering.disabled = layer.disabled = True
+            covering.help_text = "Fixed: the experiment has assignments, and these holdouts decided who entered it."
+            layer.help_text = "Fixed: the experiment has assignments, which were made from the slots it owns."
 
     def initial_from(self, document: dict) -> dict:
         metadata, spec = document["metadata"], document["spec"]
@@ -408,9 +593,22 @@ class ExperimentForm(ResourceForm):
             "follow_links": spec["followLinks"],
             "enrollment_start_at": spec.get("enrollment", {}).get("startAt", ""),
             "enrollment_stop_at": spec.get("enrollment", {}).get("stopAt", ""),
+            "covering_holdouts": spec.get("holdouts", []),
+            "layer": spec["layer"]["id"] if "layer" in spec else None,
+            "slots": ranges_text(spec["layer"]["slots"]) if "layer" in spec else "",
             "targeting": targeting_yaml(spec["targeting"]) if spec.get("targeting") else "",
             "coverage": spec.get("coverage", 1.0),
         }
+
+    def clean_slots(self) -> Any:
+        """The ranges as YAML reads them (the service checks them), or None for none."""
+        text = self.cleaned_data["slots"]
+        if not text.strip():
+            return None
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ValidationError(f"not valid YAML: {exc}") from None
 
     def clean_targeting(self) -> Any:
         """The conditions as YAML reads them (the service checks them), or None for no targeting."""
@@ -424,6 +622,8 @@ class ExperimentForm(ResourceForm):
 
     def clean(self) -> dict:
         cleaned = super().clean()
+        if cleaned.get("slots") is not None and cleaned.get("layer") is None and "layer" not in self.errors:
+            self.add_error("layer", "pick the layer these slots are in, or clear the slots")
         coverage = cleaned.get("coverage")
         if coverage is not None and self.coverage_lowered(coverage) and not cleaned.get("confirm_coverage"):
             self.fields["confirm_coverage"].widget = forms.CheckboxInput()
@@ -451,6 +651,11 @@ class ExperimentForm(ResourceForm):
             if problem.path == "spec.targeting" or problem.path.startswith("spec.targeting."):
                 where = targeting_where(problem.path)
                 self.add_error("targeting", f"{where}: {problem.message}" if where else problem.message)
+            elif problem.path.startswith("spec.layer.slots."):
+                index = int(problem.path.split(".")[3])
+                self.add_error("slots", f"range {index + 1}: {problem.message}")
+            elif problem.path.startswith("spec.holdouts."):
+                self.add_error("covering_holdouts", problem.message)
             else:
                 others.append(problem)
         return super().route(others, variant_forms)
@@ -472,11 +677,22 @@ class ExperimentForm(ResourceForm):
             enrollment["stopAt"] = data["enrollment_stop_at"]
         if enrollment:
             spec["enrollment"] = enrollment
+        if not self.fields["covering_holdouts"].disabled:
+            spec["holdouts"] = self.holdout_keys(data["covering_holdouts"])
+        if data["layer"] is not None:
+            spec["layer"] = {"id": data["layer"].key, "slots": data["slots"]}
         if data["targeting"] is not None:
             spec["targeting"] = data["targeting"]
         spec["coverage"] = data["coverage"]
         document["spec"] = {**spec, "variants": variants}
         return document
+
+    def holdout_keys(self, chosen: list[Experiment]) -> list[str]:
+        """The IDs of the holdouts ticked, those the experiment has first in their order (the order in which
+        memberships are checked), then the others by ID."""
+        keys = {holdout.key for holdout in chosen}
+        kept = [key for key in self.initial.get("covering_holdouts", []) if key in keys]
+        return kept + sorted(keys.difference(kept), key=str.lower)
 
 
 class VariantForm(forms.ModelForm):

@@ -177,6 +177,14 @@ class Experiment(ResourceModel):
         return self.status_rank(status) >= self.status_rank(self.status)
 
 
+class Holdout(Experiment):
+    """A holdout, for the staff console: the same rows as Experiment, of kind holdout (its admin filters on
+    that), so that holdouts have pages, permissions and an admin log of their own."""
+
+    class Meta:
+        proxy = True
+
+
 class ExperimentHoldout(models.Model):
     """A holdout covering an experiment (spec.holdouts), at its position in the list."""
 

@@ -1,18 +1,19 @@
 """Who enters an experiment, in words: a cohort's population rule and the gates' reasons, for staff.
 
 A cohort records its population as the YAML holds it (resources.population_document:
-`enrollment`, `targeting` and `coverage`, each only when it narrows who enters), and
-the staff console states it as one sentence, such as "20 % of users with country in
-[DE, AT] and (plan is pro or seats ≥ 10), between 2026-12-01 08:00 UTC and 2027-01-14
-23:00 UTC". Lists are bracketed and an anyOf is parenthesised, so that no comma or
-"and" of a value can be read as part of the sentence. Times are in UTC, as stored.
-Pure functions of their arguments: no database, no clock.
+`enrollment`, `layer`, `targeting` and `coverage`, each only when it narrows who enters),
+and the staff console states it as one sentence, such as "20 % of users in slots 0 to 2499
+of layer checkout-flow with country in [DE, AT] and (plan is pro or seats ≥ 10), between
+2026-12-01 08:00 UTC and 2027-01-14 23:00 UTC". Lists are bracketed and an anyOf is
+parenthesised, so that no comma or "and" of a value can be read as part of the sentence.
+Slots are named as the slots owned (a range [0, 2500] owns 0 to 2499), times in UTC, as
+stored. Pure functions of their arguments: no database, no clock.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -114,13 +115,31 @@ def window_text(enrollment: Mapping[str, Any]) -> str:
     return ""
 
 
+def slot_range_text(start: int, end: int) -> str:
+    """A half-open range [start, end) as the slots it owns: "0 to 2499", or "7" for one slot."""
+    return str(start) if end - start == 1 else f"{start} to {end - 1}"
+
+
+def slots_text(slots: Sequence[Sequence[int]]) -> str:
+    """Slot ranges as the slots they own: "slots 0 to 2499", "slot 7", several bracketed: "slots [0 to 99,
+    500 to 599]"."""
+    if len(slots) == 1:
+        ((start, end),) = slots
+        return f"slot {start}" if end - start == 1 else f"slots {slot_range_text(start, end)}"
+    return "slots [" + ", ".join(slot_range_text(start, end) for start, end in slots) + "]"
+
+
 def population_text(population: Mapping[str, Any], *, subject_type: str) -> str:
     """A population document (a cohort's, or experiment_population's) as one sentence about subjects of
-    `subject_type`: "every user", "20 % of users with country in [DE], between A and B", "no user (coverage 0 %)"."""
+    `subject_type`: "every user", "20 % of users in slots 0 to 2499 of layer checkout with country in [DE],
+    between A and B", "no user (coverage 0 %)"."""
     coverage = population.get("coverage", 1)
     if coverage == 0:
         return f"no {subject_type} (coverage 0 %)"
     text = f"every {subject_type}" if coverage == 1 else f"{percent_text(coverage)} of {plural(subject_type)}"
+    if population.get("layer"):
+        layer = population["layer"]
+        text += f" in {slots_text(layer['slots'])} of layer {layer['id']}"
     if population.get("targeting"):
         text += f" with {targeting_text(population['targeting'])}"
     window = window_text(population.get("enrollment", {}))

@@ -1,4 +1,5 @@
-"""Everything stored about one subject: the identifiers linked to it, its assignments and theirs.
+"""Everything stored about one subject: the identifiers linked to it, its assignments and holdout
+memberships, and theirs.
 
 Assignments carry no subject type of their own (their experiment has one), and no
 index leads with subject_id, so every read here names the experiments of the
@@ -80,20 +81,25 @@ def identifiers_connected(
 class LinkedSubject:
     identifier: ConnectedIdentifier
     assignments: list[Assignment]
+    memberships: list[Assignment]
 
 
 @dataclass(frozen=True)
 class SubjectLookup:
     subject_type: SubjectType
     subject_id: str
+    # Its assignments in experiments.
     assignments: list[Assignment]
+    # Its memberships of holdouts: stored as assignments, but no experiment's.
+    memberships: list[Assignment]
     linked: list[LinkedSubject]
     # True when a bound stopped the walk of the links: `linked` is then a subset.
     truncated: bool
 
 
 def assignments_of(identifiers: list[tuple[SubjectType, str]]) -> list[Assignment]:
-    """The assignments of these identifiers in every experiment of their subject types, in one query."""
+    """The assignments of these identifiers in every experiment and holdout of their subject types, in one
+    query."""
     ids_by_type: dict[int, list[str]] = defaultdict(list)
     for subject_type, subject_id in identifiers:
         ids_by_type[subject_type.pk].append(subject_id)
@@ -113,8 +119,15 @@ def assignments_of(identifiers: list[tuple[SubjectType, str]]) -> list[Assignmen
     )
 
 
+def _split(assignments: list[Assignment]) -> tuple[list[Assignment], list[Assignment]]:
+    """Assignments in experiments, and memberships of holdouts."""
+    experiments = [a for a in assignments if a.experiment.kind == Experiment.Kind.EXPERIMENT]
+    return experiments, [a for a in assignments if a.experiment.kind == Experiment.Kind.HOLDOUT]
+
+
 def subject_lookup(*, subject_type: SubjectType, subject_id: str, depth: int) -> SubjectLookup:
-    """The subject's assignments, and each identifier linked to it within `depth` links with theirs.
+    """The subject's assignments and holdout memberships, and each identifier linked to it within `depth`
+    links with theirs.
 
     Costs identifiers_connected, the subject types when anything is linked, and two
     queries (the experiments of those types, then their assignments) for the subject and
@@ -128,13 +141,17 @@ def subject_lookup(*, subject_type: SubjectType, subject_id: str, depth: int) ->
     by_identifier: dict[tuple[int, str], list[Assignment]] = defaultdict(list)
     for assignment in assignments_of(wanted):
         by_identifier[(assignment.experiment.subject_type_id, assignment.subject_id)].append(assignment)
+    assignments, memberships = _split(by_identifier[(subject_type.pk, subject_id)])
     return SubjectLookup(
         subject_type=subject_type,
         subject_id=subject_id,
-        assignments=by_identifier[(subject_type.pk, subject_id)],
+        assignments=assignments,
+        memberships=memberships,
         linked=[
-            LinkedSubject(identifier=i, assignments=by_identifier[(types[i.subject_type].pk, i.subject_id)])
-            for i in connected.identifiers
+            LinkedSubject(
+                identifier, *_split(by_identifier[(types[identifier.subject_type].pk, identifier.subject_id)])
+            )
+            for identifier in connected.identifiers
         ],
         truncated=connected.truncated,
     )

@@ -64,6 +64,41 @@ TARGETED_DOCUMENT = {
         "variants": [{"id": "control", "control": True, "split": 0.5}, {"id": "tour", "split": 0.5}],
     },
 }
+# A layer of cookies for the layer page; on cookies, so the user lookup stays as it is.
+LAYER = "homepage"
+LAYER_DOCUMENT = {
+    "schemaVersion": 1,
+    "kind": "layer",
+    "metadata": {"id": LAYER, "name": "Home page"},
+    "spec": {"subjectType": "cookie"},
+}
+
+
+def layer_experiment(key: str, status: str, slots: list[list[int]]) -> dict:
+    """An experiment of cookies in LAYER owning these slots."""
+    return {
+        "schemaVersion": 1,
+        "kind": "experiment",
+        "metadata": {"id": key, "status": status, "parentId": "growth"},
+        "spec": {
+            "subjectType": "cookie",
+            "layer": {"id": LAYER, "slots": slots},
+            "variants": [{"id": "control", "control": True, "split": 0.5}, {"id": "new", "split": 0.5}],
+        },
+    }
+
+
+# Applied in turn: an experiment that owned slots and ended, then two active experiments that took them
+# over, and a draft whose slots an active one owns.
+LAYER_APPLIES = [
+    [LAYER_DOCUMENT, layer_experiment("old-hero", "active", [[0, 5000]])],
+    [
+        layer_experiment("old-hero", "ended", [[0, 5000]]),
+        layer_experiment("hero-image", "active", [[0, 4000]]),
+        layer_experiment("cta-wording", "active", [[4000, 6500]]),
+        layer_experiment("carousel", "draft", [[6000, 9000]]),
+    ],
+]
 WIDTH = 1400
 HEIGHT = 1000
 # Beyond this a full-page capture is cut: a runaway page should not make a huge PNG.
@@ -78,6 +113,7 @@ class PageProblem(Exception):
 class Seeded:
     experiment_pk: int
     subject_type_pk: int
+    layer_pk: int
     # (name, type) of each attribute the subject type declares, as its page must list them.
     attributes: list[tuple[str, str]]
     # Assignments per day (oldest first), before the gates.
@@ -120,7 +156,7 @@ def seed(password: str) -> Seeded:
 
     from assignments.assigning import assign_subjects
     from assignments.configuring import Actor, resources_apply
-    from assignments.models import Assignment, Experiment
+    from assignments.models import Assignment, Experiment, Layer
     from assignments.resources import Source, resource_document, resource_read
     from idlinks.services import Identifier, id_link_create
 
@@ -157,12 +193,13 @@ def seed(password: str) -> Seeded:
         targeting=TARGETING,
         coverage=COVERAGE,
     )
-    specs = [
-        resource_read(document, source=Source(__file__, number))
-        for number, document in enumerate([checkout, TARGETED_DOCUMENT], start=1)
-    ]
-    for result in resources_apply(specs=specs, actor=Actor.command()):
-        print(result, flush=True)
+    for documents in ([checkout, TARGETED_DOCUMENT], *LAYER_APPLIES):
+        specs = [
+            resource_read(document, source=Source(__file__, number))
+            for number, document in enumerate(documents, start=1)
+        ]
+        for result in resources_apply(specs=specs, actor=Actor.command()):
+            print(result, flush=True)
     gated = [f"user-{n:04d}" for n in range(next_user, next_user + GATED_SUBJECTS)]
     attributes = {
         subject_id: {
@@ -187,6 +224,7 @@ def seed(password: str) -> Seeded:
     return Seeded(
         experiment_pk=experiment.pk,
         subject_type_pk=subject_type.pk,
+        layer_pk=Layer.objects.get(key=LAYER).pk,
         attributes=[(attribute["name"], attribute["type"]) for attribute in subject_type.attributes],
         per_day=per_day,
         entered=len(gated) - len(excluded),
@@ -470,6 +508,31 @@ def subject_type_page(driver, base: str, subject_type_pk: int, attributes: list[
         raise PageProblem(f"the subject type's page lists the attributes {rows}, not {attributes}")
 
 
+def layer_page(driver, base: str, layer_pk: int, path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    open_page(driver, f"{base}/admin/assignments/layer/{layer_pk}/change/")
+    save_page(driver, path)
+    runs = [row.text for row in driver.find_elements(By.CSS_SELECTOR, "#slot-runs tbody tr")]
+    shown = {
+        "the slot bar": bool(driver.find_elements(By.CSS_SELECTOR, "#slots svg")),
+        "6,500 of 10,000 slots owned": "6,500 of 10,000 owned by 2 active experiments"
+        in shown_text(driver, "#slots h2"),
+        "the runs of slots with their owners now and before": runs
+        == [
+            "0 to 3999 40 % hero-image (active) old-hero (ended)",
+            "4000 to 4999 10 % cta-wording (active) old-hero (ended)",
+            "5000 to 6499 15 % cta-wording (active) none",
+            "6500 to 9999 35 % free none",
+        ],
+        "the draft that cannot start": "refused while active experiment cta-wording owns slots 6000 to 6499"
+        in shown_text(driver, "#slot-drafts"),
+    }
+    missing = [part for part, ok in shown.items() if not ok]
+    if missing:
+        raise PageProblem(f"the layer page does not show {', '.join(missing)} (runs: {runs})")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", type=Path, default=REPO / "docs" / "screenshots", help="where the PNGs go")
@@ -507,6 +570,7 @@ def main() -> int:
                 "subject-type.png",
                 lambda path: subject_type_page(driver, base, seeded.subject_type_pk, seeded.attributes, path),
             ),
+            ("layer-page.png", lambda path: layer_page(driver, base, seeded.layer_pk, path)),
         ]
         # Every page is tried even after one fails: one run reports all that is wrong.
         for name, take in pages:

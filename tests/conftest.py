@@ -6,6 +6,7 @@ import io
 import os
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.db import connection
 from hypothesis import settings as hypothesis_settings
@@ -79,6 +80,13 @@ def holdout_members(db) -> Experiment:
     for subject_id, variant in [("u1", "held_out"), ("u2", "general"), ("u3", "held_out")]:
         assigned_store("h1", subject_id, variant)
     return Experiment.objects.get(key="h1")
+
+
+@pytest.fixture
+def staff_client(client, db):
+    """The test client signed in as the superuser `alice`, as staff use the staff console."""
+    client.force_login(User.objects.create_superuser("alice", "alice@example.com", password=None))
+    return client
 
 
 @pytest.fixture

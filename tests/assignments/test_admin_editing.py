@@ -7,12 +7,12 @@ import io
 
 import pytest
 import yaml
-from django.contrib.auth.models import User
 from django.core.management import call_command
 
 from assignments.models import Cohort, Experiment, Lab, ResourceChange, SubjectType, Variant
 from assignments.resources import resource_document
 from tests.factories import AssignmentFactory
+from tests.helpers.admin import change_url, edit, errors_of
 from tests.helpers.browser import form_fields
 from tests.helpers.resources import apply_resources, experiment, split_variants, subject_type
 
@@ -24,49 +24,9 @@ def apply_experiment(key: str, **fields) -> None:
 
 
 @pytest.fixture
-def staff(db) -> User:
-    return User.objects.create_superuser("alice", "alice@example.com", password=None)
-
-
-@pytest.fixture
-def staff_client(client, staff):
-    client.force_login(staff)
-    return client
-
-
-@pytest.fixture
 def checkout(db) -> Experiment:
     apply_experiment("checkout")
     return Experiment.objects.get(key="checkout")
-
-
-def change_url(obj) -> str:
-    return f"/admin/assignments/{obj._meta.model_name}/{obj.pk}/change/"
-
-
-def edit(client, obj, **changes: str):
-    """Open the change page as a browser would, change some fields, and submit."""
-    page = client.get(change_url(obj))
-    assert page.status_code == 200
-    data = form_fields(page.content.decode(), form_id=f"{obj._meta.model_name}_form")
-    for name, value in changes.items():
-        name = name.replace("__", "-")
-        if value is None:
-            data.pop(name, None)
-        else:
-            data[name] = value
-    return client.post(change_url(obj), data)
-
-
-def errors_of(response) -> list:
-    """The form errors of a re-rendered admin page, for assertion messages."""
-    context = response.context
-    formsets = [inline.formset for inline in context["inline_admin_formsets"]]
-    return [
-        context["adminform"].form.errors,
-        *(formset.non_form_errors() for formset in formsets),
-        *(form.errors for formset in formsets for form in formset.forms),
-    ]
 
 
 def stored(experiment: Experiment) -> tuple:

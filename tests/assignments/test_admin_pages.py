@@ -20,6 +20,7 @@ from assignments.models import Assignment, Experiment, ResourceChange, SubjectTy
 from assignments.reports import experiment_report
 from tests.factories import AssignmentFactory, ExperimentFactory, IdentifierLinkFactory
 from tests.helpers import resources
+from tests.helpers.admin import messages_of, text_of, words_of
 from tests.helpers.assignments import reference_variant
 from tests.helpers.resources import apply_resources
 
@@ -37,28 +38,9 @@ CONFIG = (
 
 
 @pytest.fixture
-def staff_client(client, db):
-    client.force_login(User.objects.create_superuser("alice", "alice@example.com", password=None))
-    return client
-
-
-@pytest.fixture
 def configured(db) -> dict[str, Experiment]:
     apply_resources(*CONFIG)
     return {experiment.key: experiment for experiment in Experiment.objects.all()}
-
-
-def text_of(response) -> str:
-    return html.unescape(re.sub(r"<[^>]+>", " ", response.content.decode()))
-
-
-def words_of(response) -> str:
-    """The page's text with every run of white space made one space."""
-    return " ".join(text_of(response).split())
-
-
-def messages_of(response) -> list[str]:
-    return [str(message) for message in response.context["messages"]]
 
 
 def variant(experiment: Experiment, key: str = "green") -> Variant:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 import pytest
@@ -11,18 +10,12 @@ from django.test.utils import CaptureQueriesContext
 
 from assignments.models import Assignment
 from idlinks.services import Identifier, id_link_create
-from tests.helpers.assignments import reference_variant
+from tests.helpers.assignments import reference_slot, reference_variant
 from tests.helpers.resources import apply_resources, experiment, holdout, in_layer, layer, subject_type
 
 USER = subject_type("user", attributes={"country": "string"})
 COOKIE = subject_type("cookie")
 SPLITS = [("control", 0.5), ("green", 0.5)]
-
-
-def reference_slot(salt: str, subject_id: str) -> int:
-    """The slot draw written independently: bytes 0 to 7 of the digest, times 10000, over 2**64, floored."""
-    digest = hashlib.sha256((salt + ":" + subject_id).encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") * 10000 // 2**64
 
 
 def held_out(holdout_salt: str, subject_id: str, share: float) -> bool:

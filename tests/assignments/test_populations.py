@@ -105,3 +105,30 @@ def test_reason_text__each_gates_reason__in_words(reason, words):
     population = {"enrollment": {"startAt": START, "stopAt": STOP}, "coverage": 0.2}
 
     assert reason_text(reason, population) == words
+
+
+@pytest.mark.parametrize(
+    ("slots", "words"),
+    [
+        ([[0, 2500]], "slots 0 to 2499"),
+        ([[7, 8]], "slot 7"),
+        ([[0, 100], [500, 501], [9000, 10000]], "slots [0 to 99, 500, 9000 to 9999]"),
+    ],
+)
+def test_population_text__layer__the_slots_owned_in_it(slots, words):
+    population = {"layer": {"id": "checkout-flow", "slots": slots}}
+
+    assert population_text(population, subject_type="user") == f"every user in {words} of layer checkout-flow"
+
+
+def test_population_text__layer_with_the_other_gates__in_the_sentence_before_the_targeting():
+    population = {
+        "enrollment": {"startAt": START},
+        "layer": {"id": "checkout-flow", "slots": [[0, 2500]]},
+        "targeting": [{"attribute": "country", "in": ["DE", "AT"]}],
+        "coverage": 0.2,
+    }
+
+    assert population_text(population, subject_type="user") == (
+        "20 % of users in slots 0 to 2499 of layer checkout-flow with country in [DE, AT], from 2026-12-01 08:00 UTC on"
+    )

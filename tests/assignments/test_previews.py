@@ -1,4 +1,5 @@
-"""What the API would answer a subject now, storing nothing: the staff console's previews."""
+"""What the API would answer a subject now, storing nothing: the staff console's previews, with the subject's
+holdout memberships and layer slots."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ import pytest
 from django.utils import timezone
 
 from assignments import gates
-from assignments.models import Assignment, Experiment
-from assignments.previews import EXPERIMENT_NOT_ACTIVE, subject_preview
+from assignments.models import Assignment, Experiment, SubjectType
+from assignments.previews import EXPERIMENT_NOT_ACTIVE, holdout_memberships, layer_slots, subject_preview
 from assignments.resources import time_text
 from idlinks.services import Identifier, id_link_create
-from tests.helpers.assignments import assigned_store
-from tests.helpers.resources import apply_resources, experiment, subject_type
+from tests.helpers.assignments import assigned_store, reference_slot, reference_variant
+from tests.helpers.resources import apply_resources, experiment, holdout, in_layer, layer, subject_type
 
 USER = subject_type("user", attributes={"country": "string", "plan": "string"})
 IN_DE = [{"attribute": "country", "in": ["DE"]}]
@@ -127,3 +128,136 @@ def test_subject_preview__not_active__409_said_and_a_stored_one_kept_for_the_pag
     assert (result.answer, result.reason) == (None, EXPERIMENT_NOT_ACTIVE)
     assert (result.stored is None) == (status == "draft")
     assert f"The experiment is {status}: the API answers 409 experiment_not_active" in result.summary
+
+
+# Gates 2 and 3: holdouts and layers
+
+SUBJECTS = [f"u-{n}" for n in range(80)]
+
+
+def api_answer(api, experiment_key: str, subject_ids: list[str]) -> dict:
+    response = api.post("/experiment-assignments", {"experiment_id": experiment_key, "subject_ids": subject_ids})
+    assert response.status_code == 200, response.content
+    return json.loads(response.content)
+
+
+def test_subject_preview__covered_by_a_holdout__held_out_members_excluded_as_the_api_then_answers(db, api):
+    # Given an experiment covered by an active holdout of half of the users, and an ended one that stops nobody
+    apply_resources(
+        USER, holdout("h1", share=0.5), holdout("h0", status="ended"), experiment("checkout", holdouts=["h1", "h0"])
+    )
+
+    # When each subject is previewed
+    previews = {subject_id: preview("checkout", subject_id, {}) for subject_id in SUBJECTS}
+
+    # Then nothing was stored, and the API answers each as its preview said, storing the memberships it showed
+    assert not Assignment.objects.exists()
+    answer = api_answer(api, "checkout", SUBJECTS)
+    assert {s: p.answer for s, p in previews.items()} == answer["assignments"]
+    assert {s: p.reason for s, p in previews.items() if p.reason} == answer["excluded"]
+    assert set(answer["excluded"].values()) == {gates.HELD_OUT}
+    memberships = dict(Assignment.objects.filter(experiment__key="h1").values_list("subject_id", "variant__key"))
+    assert {s: [(m.holdout, m.variant) for m in p.memberships] for s, p in previews.items()} == {
+        s: [("h1", memberships[s])] for s in SUBJECTS
+    }
+    assert all(m.stored is None for p in previews.values() for m in p.memberships)
+    held = next(p for p in previews.values() if p.reason)
+    assert held.summary.startswith("Excluded (held_out): it is a held_out member of h1. The API answers the control")
+    assert held.summary.endswith(
+        "nothing is stored but its membership of h1 (held_out), drawn by the holdout's formula."
+    )
+
+
+def test_subject_preview__stored_membership__decides_rather_than_the_formula(db):
+    # Given a subject whom the formula puts in general, stored as held_out (as a request before a share change
+    # of the draft could have)
+    apply_resources(USER, holdout("h1", share=0.5), experiment("checkout", holdouts=["h1"]))
+    subject_id = next(
+        s for s in SUBJECTS if reference_variant("h1", s, [("held_out", 0.5), ("general", 0.5)]) == "general"
+    )
+    assigned_store("h1", subject_id, "held_out")
+
+    result = preview("checkout", subject_id, {})
+
+    assert (result.answer, result.reason) == ("control", gates.HELD_OUT)
+    (membership,) = result.memberships
+    assert (membership.variant, membership.held_out, membership.stored.variant.key) == ("held_out", True, "held_out")
+    assert result.summary.endswith("The API answers the control, control; nothing is stored.")
+
+
+def test_subject_preview__in_a_layer__outside_its_slots_excluded_naming_the_owner_as_the_api_then_answers(db, api):
+    apply_resources(
+        USER,
+        layer("flow"),
+        experiment("left", layer=in_layer("flow", [0, 5000])),
+        experiment("right", layer=in_layer("flow", [5000, 10000])),
+    )
+
+    previews = {subject_id: preview("left", subject_id, {}) for subject_id in SUBJECTS}
+
+    answer = api_answer(api, "left", SUBJECTS)
+    assert {s: p.answer for s, p in previews.items()} == answer["assignments"]
+    assert {s: p.reason for s, p in previews.items() if p.reason} == answer["excluded"]
+    assert {s: p.slot.slot for s, p in previews.items()} == {s: reference_slot("flow", s) for s in SUBJECTS}
+    outside = next(p for p in previews.values() if p.reason)
+    assert outside.reason == gates.LAYER_EXCLUDED
+    assert (
+        f"its slot {outside.slot.slot} of layer flow is not among the experiment's slots 0 to 4999: "
+        "active experiment right owns it" in outside.summary
+    )
+
+
+def test_subject_preview__winner_declared_and_a_holdout__held_out_members_get_the_control_as_the_api_answers(db, api):
+    apply_resources(USER, holdout("h1", share=0.5), experiment("checkout", holdouts=["h1"]))
+    apply_resources(
+        USER, holdout("h1", share=0.5), experiment("checkout", status="winner_declared", winning_variant="green")
+    )
+
+    previews = {subject_id: preview("checkout", subject_id, {}) for subject_id in SUBJECTS}
+
+    answer = api_answer(api, "checkout", SUBJECTS)
+    assert {s: p.answer for s, p in previews.items()} == answer["assignments"]
+    assert {s: p.reason for s, p in previews.items() if p.reason} == answer["excluded"]
+    assert set(answer["excluded"].values()) == {gates.HELD_OUT}
+
+
+def test_holdout_memberships__every_holdout_of_the_type__stored_by_formula_or_none(db):
+    apply_resources(
+        USER,
+        subject_type("device"),
+        holdout("a-stored", share=0.5),
+        holdout("b-formula", share=0.5),
+        holdout("c-draft", status="draft"),
+        holdout("d-ended", status="ended"),
+        holdout("e-devices", subject_type="device"),
+    )
+    assigned_store("a-stored", "u-1", "held_out")
+    stored = list(Assignment.objects.select_related("variant"))
+
+    memberships = holdout_memberships(subject_type=SubjectType.objects.get(key="user"), subject_id="u-1", stored=stored)
+
+    formula = reference_variant("b-formula", "u-1", [("held_out", 0.5), ("general", 0.5)])
+    assert [(m.holdout, m.status, m.variant, m.held_out, m.stored is not None) for m in memberships] == [
+        ("a-stored", "active", "held_out", True, True),
+        ("b-formula", "active", formula, formula == "held_out", False),
+        ("c-draft", "draft", None, False, False),
+        ("d-ended", "ended", None, False, False),
+    ]
+
+
+def test_layer_slots__every_layer_of_the_type__its_slot_and_its_owner_now(db):
+    apply_resources(
+        USER,
+        layer("flow"),
+        layer("empty"),
+        experiment("left", layer=in_layer("flow", [0, 5000])),
+        experiment("right", layer=in_layer("flow", [5000, 10000])),
+    )
+
+    slots = layer_slots(subject_type=SubjectType.objects.get(key="user"), subject_id="u-1")
+
+    owner = "left" if reference_slot("flow", "u-1") < 5000 else "right"
+    assert [(s.layer, s.slot, s.owner) for s in slots] == [
+        ("empty", reference_slot("empty", "u-1"), None),
+        ("flow", reference_slot("flow", "u-1"), owner),
+    ]

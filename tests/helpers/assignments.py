@@ -1,4 +1,5 @@
-"""The assignment formula written independently, and assignments stored as another process would have."""
+"""The assignment formula and the slot draw written independently, and assignments stored as another process
+would have."""
 
 from __future__ import annotations
 
@@ -26,6 +27,12 @@ def reference_variant(salt: str, subject_id: str, splits: Sequence[tuple[str, fl
         if cumulative * 2**64 > n * denominator:
             return variant
     return [variant for variant, split in splits if split > 0][-1]
+
+
+def reference_slot(salt: str, subject_id: str) -> int:
+    """The slot draw written independently: bytes 0 to 7 of the digest, times 10000, over 2**64, floored."""
+    digest = hashlib.sha256((salt + ":" + subject_id).encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") * 10000 // 2**64
 
 
 def assigned_store(experiment_key: str, subject_id: str, variant: str) -> None:

@@ -10,9 +10,19 @@ class _FormParser(HTMLParser):
         super().__init__()
         self.form_id = form_id
         self.inside = form_id is None
-        self.data: dict[str, str] = {}
+        self.data: dict[str, str | list[str]] = {}
         self._select: str | None = None
+        self._multiple = False
         self._textarea: str | None = None
+
+    def _add(self, name: str, value: str) -> None:
+        """A field's value; a name ticked or selected more than once (a list of checkboxes, a multiple
+        select) holds the list of its values, as a browser sends each."""
+        if name not in self.data:
+            self.data[name] = value
+            return
+        values = self.data[name]
+        self.data[name] = [*values, value] if isinstance(values, list) else [values, value]
 
     def handle_starttag(self, tag, attrs):
         attributes = dict(attrs)
@@ -26,12 +36,21 @@ class _FormParser(HTMLParser):
         if tag == "input" and name and attributes.get("type") not in ("submit", "button", "image"):
             if attributes.get("type") in ("checkbox", "radio") and "checked" not in attributes:
                 return
-            self.data[name] = attributes.get("value", "on" if attributes.get("type") == "checkbox" else "")
+            value = attributes.get("value", "on" if attributes.get("type") == "checkbox" else "")
+            if attributes.get("type") == "checkbox":
+                self._add(name, value)
+            else:
+                self.data[name] = value
         elif tag == "select" and name:
             self._select = name
-            self.data.setdefault(name, "")
+            self._multiple = "multiple" in attributes
+            if not self._multiple:
+                self.data.setdefault(name, "")
         elif tag == "option" and self._select and "selected" in attributes:
-            self.data[self._select] = attributes.get("value", "")
+            if self._multiple:
+                self._add(self._select, attributes.get("value", ""))
+            else:
+                self.data[self._select] = attributes.get("value", "")
         elif tag == "textarea" and name:
             self._textarea = name
             self.data[name] = ""
@@ -49,12 +68,16 @@ class _FormParser(HTMLParser):
             self.inside = False
 
 
-def form_fields(html: str, *, form_id: str | None = None) -> dict[str, str]:
+def form_fields(html: str, *, form_id: str | None = None) -> dict[str, str | list[str]]:
     """The named fields of the form `form_id` (or of every form) as a browser would post them unchanged.
 
     Disabled fields are left out, as browsers do; a textarea's content loses the newline
-    HTML puts after its opening tag.
+    HTML puts after its opening tag; a name with several values ticked or selected holds their list.
     """
     parser = _FormParser(form_id)
     parser.feed(html)
-    return {name: value.removeprefix("\n") for name, value in parser.data.items() if "__prefix__" not in name}
+    return {
+        name: value.removeprefix("\n") if isinstance(value, str) else value
+        for name, value in parser.data.items()
+        if "__prefix__" not in name
+    }
