@@ -132,6 +132,8 @@ def test_schema__assignments_request_and_response__bounds_defaults_and_reasons(o
         "not_assigned",
         "enrollment_not_started",
         "enrollment_closed",
+        "held_out",
+        "layer_excluded",
         "attributes_missing",
         "not_targeted",
         "outside_coverage",
