@@ -324,9 +324,11 @@ def _experiment_answer(
     if attributes:
         subject_type = subject_type_get(subject_type_id=state.subject_type_key)
         declared = subject_type.attribute_types() if subject_type is not None else {}
+        # Field paths are built only for the subjects whose attributes have a problem: most have none.
         errors = [
             error
             for subject_id, sent in attributes.items()
+            if gates.attribute_problems(sent, declared)
             for error in _attributes_checked(sent, declared, f"attributes.{subject_id}")
         ]
         if errors:

@@ -147,6 +147,14 @@ def typed_value(value: object, attribute_type: str) -> Any:
     return version_parse(value)
 
 
+# Whether a value has the type: typed_value's verdict without building the value, for every sent attribute.
+_TYPE_CHECKS = {
+    STRING: lambda value: isinstance(value, str),
+    NUMBER: is_number,
+    BOOLEAN: lambda value: isinstance(value, bool),
+    VERSION: lambda value: version_parse(value) is not None,
+}
+
 TYPE_WORDS = {
     STRING: "a string",
     NUMBER: "a number",
@@ -160,7 +168,7 @@ def attribute_problems(attributes: Mapping[str, object], declared: Mapping[str, 
     problems = {}
     for name, value in attributes.items():
         attribute_type = declared.get(name)
-        if attribute_type is not None and typed_value(value, attribute_type) is None:
+        if attribute_type is not None and not _TYPE_CHECKS[attribute_type](value):
             problems[name] = f"must be {TYPE_WORDS[attribute_type]}, as the subject type declares"
     return problems
 
