@@ -424,17 +424,25 @@ class Bench:
                     yield run
 
     def rounds(self) -> list[dict[str, Any]]:
-        """Every scenario's rounds at each concurrency: per round and trigger state, each target in turn."""
+        """At each concurrency, the rounds: in each, every scenario in turn, and per scenario and trigger state,
+        each target in turn."""
         from django.db import connections
 
         # Load workers are forked from this process: none may inherit an open connection.
         connections.close_all()
+        scenarios = [SCENARIOS[key] for key in self.args.scenarios]
         runs = []
-        for scenario in (SCENARIOS[key] for key in self.args.scenarios):
-            for concurrency in self.args.concurrency:
-                print(f"scenario {scenario.key} ({scenario.title} per request), {concurrency} clients", flush=True)
-                # Rounds alternate the targets, so a disturbance of the shared machine hits them alike.
-                for round_number in range(1, self.args.repeat + 1):
+        for concurrency in self.args.concurrency:
+            # Rounds alternate the scenarios as well as the targets, so a disturbance of the shared machine
+            # hits them alike and a ratio of two scenarios can pair runs of one round; every other round
+            # takes them in reverse order, since the table grows as they run.
+            for round_number in range(1, self.args.repeat + 1):
+                for scenario in scenarios if round_number % 2 else reversed(scenarios):
+                    print(
+                        f"scenario {scenario.key} ({scenario.title} per request), {concurrency} clients, "
+                        f"round {round_number}",
+                        flush=True,
+                    )
                     for state in self.args.count_triggers:
                         with self._count_triggers(state):
                             for run in self._round(scenario, concurrency, round_number, state):
