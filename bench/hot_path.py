@@ -45,6 +45,9 @@ scenarios (one request each; new subjects and pairs are new in the database what
   subject-* name bench-user-01 (to 20) of bench/hot_path_resources.yaml for one new user ID.
   1000-new-links and 1000-new-nolinks send the same kind of batch, new cookies of which 1 in 10 is linked
   through a seeded user to an assigned cookie, to banner-copy (followLinks) and to its copy without.
+  *-gated send new users with attributes to bench-gated (targeting, coverage 0.5) or bench-gated-all (the same
+  targeting, coverage 1: every one of them enters), each beside its reference (1-new-user, subject-1,
+  1000-new-user) without gates.
 
 The defaults run everything: 3 rounds at 16 and at 64 clients on 1,000,000 seeded
 assignments and --linked-users' links, about an hour on 2 cores. A quick look:

@@ -21,7 +21,7 @@ from typing import Any
 
 import psycopg
 
-from bench.baseline import BaselineWorker
+from bench.baseline import BaselineWorker, Experiment, experiments_read
 from bench.client import HttpWorker
 from bench.connections import CONNECTION_MODES, DEPLOYMENT
 from bench.cpu import CpuWindow, CpuWindows
@@ -29,7 +29,7 @@ from bench.database import DatabaseServer
 from bench.links import LinkPool
 from bench.load import LoadResult, load_run
 from bench.profile import profile_summary, profilers_start
-from bench.scenarios import EXPERIMENT_ID, HEALTHZ, SCENARIOS, Scenario, SubjectIds
+from bench.scenarios import ASSIGN, EXPERIMENT_ID, HEALTHZ, SCENARIOS, SUBJECT, Scenario, SubjectIds
 from bench.server import MINIMAL_APP, gunicorn, worker_pids
 from devtools import PROJECT_DIR
 from devtools.gunicorn import SERVICE_APP, gunicorn_settings
@@ -238,6 +238,16 @@ class Bench:
         self.profile_dir = PROJECT_DIR / "var" / "bench-profiles"
         # The linked new cookies of the scenarios with linked_every (bench/links.py); bench/run hot-path sets it.
         self.links: LinkPool | None = None
+        # Every experiment's configuration, read when the rounds start: what the HTTP load workers check
+        # their answers against.
+        self.catalog: dict[str, Experiment] = {}
+
+    def _experiments(self, scenario: Scenario) -> list[Experiment]:
+        if scenario.kind == ASSIGN:
+            return [self.catalog[scenario.experiment_id.lower()]]
+        if scenario.kind == SUBJECT:
+            return [self.catalog[key.lower()] for key in scenario.experiments]
+        return []
 
     def _subject_ids(self, scenario: Scenario, prefix: str, index: int) -> SubjectIds:
         return SubjectIds(
@@ -379,7 +389,12 @@ class Bench:
             def make_worker(index: int) -> HttpWorker:
                 ids = self._subject_ids(scenario, prefix, index)
                 return HttpWorker(
-                    host=http_server.host, port=http_server.port, token=self.token, scenario=scenario, subject_ids=ids
+                    host=http_server.host,
+                    port=http_server.port,
+                    token=self.token,
+                    scenario=scenario,
+                    subject_ids=ids,
+                    experiments=self._experiments(scenario),
                 )
 
             result, app, db = self._measure(
@@ -430,6 +445,8 @@ class Bench:
 
         # Load workers are forked from this process: none may inherit an open connection.
         connections.close_all()
+        with psycopg.connect(self.database_url, autocommit=True) as connection:
+            self.catalog = experiments_read(connection)
         scenarios = [SCENARIOS[key] for key in self.args.scenarios]
         runs = []
         for concurrency in self.args.concurrency:
