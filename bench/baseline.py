@@ -281,7 +281,7 @@ def pairs_store(
     inserted = {(pk, subject_id): variant_pk for pk, subject_id, variant_pk in cursor}
     stored.update(inserted)
     lost: dict[int, list[str]] = {}
-    for pk, subject_id in missing:
+    for pk, subject_id, *_ in rows:
         if (pk, subject_id) not in inserted:
             lost.setdefault(pk, []).append(subject_id)
     if lost:
