@@ -4,8 +4,8 @@ Every subject the bench sends is new and the gated experiments follow no links, 
 assignments/gates.py decides alone: the first of gates 1 to 4 that stops the subject
 (Gates.screen), then the coverage draw (entered). The load workers check every answer
 against it after the request, untimed, but on the cores the servers use: a scenario sends
-a few attribute objects over and over (bench/scenarios.py), so each is screened once per
-request, and the draw is computed only below coverage 1, which covers every draw.
+a few attribute objects over and over (bench/scenarios.py), so each one the request uses is
+screened once, and the draw is computed only below coverage 1, which covers every draw.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def excluded_expected(
     if not gates.any:
         return {}
     now = datetime.now(UTC)
-    screened = [gates.screen(profile, now) for profile in profiles or ({},)]
+    screened = [gates.screen(profile, now) for profile in (profiles or ({},))[: len(ids)]]
     excluded = {}
     for position, subject_id in enumerate(ids):
         reason = screened[position % len(screened)]
