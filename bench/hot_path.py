@@ -59,7 +59,7 @@ scenarios (one request each; new subjects and pairs are new in the database what
   1000-new-user) without gates; the table "With gates and without" compares them round by round.
 
 The defaults run everything: 3 rounds at 16 and at 64 clients on 1,000,000 seeded
-assignments and --linked-users' links, about an hour on 2 cores. A quick look:
+assignments and --linked-users' links, about an hour and a half on 2 cores. A quick look:
   bench/run hot-path --seeded 20000 --duration 3 --warmup 1 --repeat 1 --concurrency 16 --results-name dev
 Both HTTP targets run `gunicorn -c deploy/gunicorn.conf.py` with its defaults except for --workers and
 --threads; other GUNICORN_* variables of the environment (GUNICORN_ACCESS_LOG=true, ...) reach them,
