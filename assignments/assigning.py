@@ -43,20 +43,66 @@ NO_ATTRIBUTES: Mapping[str, object] = {}
 @dataclass(frozen=True)
 class Settled:
     stored: Stored
-    # The (experiment pk, subject ID) pairs this request stored.
+    # The (experiment pk, subject ID) pairs this request stored, holdout memberships included.
     created: frozenset[tuple[int, str]]
     # The pairs without a stored assignment that a gate kept out: nothing was stored for them.
     excluded: Excluded = field(default_factory=dict)
+    # The pairs of winner-declared experiments whose subject is a held_out member of an active covering holdout.
+    held_out: frozenset[tuple[int, str]] = frozenset()
+
+
+class _Memberships:
+    """Gate 2: the subjects' memberships of the active holdouts covering an experiment, read from the
+    stored rows, else made by the holdout's formula and kept as rows to store.
+
+    A made membership is what any other process would make and store too: a
+    holdout's share and salt are fixed once it is active, it is randomised only
+    (never forced or imported), and its rows are made only while it is active. So a
+    request may act on its own before the insert settles a race, which costs no
+    statement: the rows go into the insert of the request's assignments.
+    """
+
+    def __init__(self, stored: Stored) -> None:
+        self.stored = stored
+        self.new: dict[tuple[int, str], tuple] = {}
+
+    def held_out(self, state: ExperimentState, subject_id: str) -> bool:
+        held_out = False
+        # Every covering holdout's membership is made, also after one holds the subject out.
+        for holdout in state.holdouts:
+            pair = (holdout.pk, subject_id)
+            variant_pk = self.stored.get(pair)
+            if variant_pk is None:
+                row = self.new.get(pair)
+                if row is None:
+                    row = (holdout.pk, subject_id, holdout.variant_pk_for(subject_id), holdout.cohort, _HASHED)
+                    self.new[pair] = row
+                variant_pk = row[2]
+            held_out = held_out or variant_pk == holdout.control_pk
+        return held_out
+
+
+_HASHED = Assignment.Source.HASHED
 
 
 def _screened(
-    states: dict[int, ExperimentState], missing: list[tuple[int, str]], attributes: Attributes, now: datetime
+    states: dict[int, ExperimentState],
+    missing: list[tuple[int, str]],
+    attributes: Attributes,
+    now: datetime,
+    memberships: _Memberships,
 ) -> tuple[list[tuple[int, str]], Excluded]:
-    """The missing pairs that gates 1 to 4 let through, in their order, and the ones they stop."""
+    """The missing pairs that gates 1 to 4 let through, in their order, and the ones they stop.
+    Memberships are made only for subjects that the enrollment window lets through."""
     entering = []
     excluded: Excluded = {}
+    windows = {pk: states[pk].gates.window_reason(now) for pk in {pk for pk, _ in missing}}
     for pk, subject_id in missing:
-        reason = states[pk].gates.screen(attributes.get(subject_id, NO_ATTRIBUTES), now)
+        state = states[pk]
+        reason = windows[pk]
+        if reason is None:
+            held_out = bool(state.holdouts) and memberships.held_out(state, subject_id)
+            reason = state.gates.screen_open(subject_id, attributes.get(subject_id, NO_ATTRIBUTES), held_out=held_out)
         if reason is None:
             entering.append((pk, subject_id))
         else:
@@ -79,18 +125,15 @@ def _new_rows(states: dict[int, ExperimentState], entering: list[tuple[int, str]
     outside: Excluded = {}
     for pk, subject_id in entering:
         state = states[pk]
-        if not state.gates.any and (pk, subject_id) not in linked:
-            # Without gates the formula alone decides: the common case, kept to one draw.
-            rows.append((pk, subject_id, state.variant_pk_for(subject_id), state.cohort, Assignment.Source.HASHED))
+        variant_pk = linked.get((pk, subject_id))
+        if variant_pk is not None:
+            rows.append((pk, subject_id, variant_pk, state.cohort, Assignment.Source.LINKED))
             continue
-        decision = gates.entered(
-            state.gates, state.allocation, salt=state.salt, subject_id=subject_id, linked=linked.get((pk, subject_id))
-        )
-        if decision.reason is not None:
-            outside[(pk, subject_id)] = decision.reason
+        variant_pk = gates.covered_variant(state.gates, state.allocation, salt=state.salt, subject_id=subject_id)
+        if variant_pk is None:
+            outside[(pk, subject_id)] = gates.OUTSIDE_COVERAGE
         else:
-            source = Assignment.Source.LINKED if decision.linked else Assignment.Source.HASHED
-            rows.append((pk, subject_id, decision.variant, state.cohort, source))
+            rows.append((pk, subject_id, variant_pk, state.cohort, _HASHED))
     return rows, outside
 
 
@@ -106,6 +149,7 @@ def _count(states: dict[int, ExperimentState], rows: list[tuple], inserted: Stor
 
     Without a walk over a batch's rows where it can: only an experiment that follows links stores
     anything but hashed rows, so the others' counts are the number of pairs inserted.
+    `states` holds the holdouts' states too: their memberships count under the holdout's ID.
     """
     if not settings.METRICS_ENABLED:
         return
@@ -125,6 +169,16 @@ def _count(states: dict[int, ExperimentState], rows: list[tuple], inserted: Stor
         metrics.assignment_conflicts_lost(experiment=states[pk].key, count=len(subject_ids))
 
 
+def _memberships_asked(states: dict[int, ExperimentState], subjects: dict[int, list[str]]) -> dict[int, list[str]]:
+    """The subjects asked, under each active holdout covering their running experiment: gate 2 and the
+    winners read their memberships."""
+    asked: dict[int, dict[str, None]] = defaultdict(dict)
+    for pk, subject_ids in subjects.items():
+        for holdout in states[pk].holdouts:
+            asked[holdout.pk].update(dict.fromkeys(subject_ids))
+    return {pk: list(subject_ids) for pk, subject_ids in asked.items()}
+
+
 def _settle(
     states: Sequence[ExperimentState],
     subjects: dict[int, list[str]],
@@ -138,37 +192,55 @@ def _settle(
     active experiments that the gates let in when `assign`; None if the cached states were stale
     (nothing was written then).
 
-    `subjects` maps experiment pk to the subject IDs to look up. The version checked is
-    `experiment_pk`'s resource_version or, without it, experiment_catalog_version; states
-    loaded by this request (`expected_version` None) are current and not checked.
-    At most four statements: read the stored pairs (with the version), find linked
+    `subjects` maps the pk of each running experiment asked to the subject IDs to answer.
+    The version checked is `experiment_pk`'s resource_version or, without it,
+    experiment_catalog_version; states loaded by this request (`expected_version` None)
+    are current and not checked. At most four statements, with or without holdouts:
+    read the stored pairs and holdout memberships (with the version), find linked
     identifiers' assignments (only for experiments that follow links), insert the missing
-    (ignoring conflicts on assignment_experiment_subject_unique) and, only if a concurrent
-    request won some of those conflicts, read the rows it stored.
+    assignments and memberships (ignoring conflicts on assignment_experiment_subject_unique)
+    and, only if a concurrent request won some of those conflicts, read the rows it stored.
     """
-    version, stored = assignments_fetch(subjects=subjects, experiment_pk=experiment_pk)
+    by_pk = {state.pk: state for state in states}
+    active = {pk: ids for pk, ids in subjects.items() if by_pk[pk].status == Experiment.Status.ACTIVE}
+    asked = active
+    members_asked = _memberships_asked(by_pk, subjects)
+    if members_asked:
+        asked = {**active, **members_asked}
+        by_pk.update((holdout.pk, holdout) for state in states for holdout in state.holdouts)
+    version, stored = assignments_fetch(subjects=asked, experiment_pk=experiment_pk)
     if expected_version is not None and version != expected_version:
         return None
-    by_pk = {state.pk: state for state in states}
     missing = sorted(
         (pk, subject_id)
-        for pk, subject_ids in subjects.items()
-        if by_pk[pk].status == Experiment.Status.ACTIVE
+        for pk, subject_ids in active.items()
         for subject_id in subject_ids
         if (pk, subject_id) not in stored
     )
-    if not assign or not missing:
-        return Settled(stored=stored, created=frozenset())
     now = timezone.now()
-    if any(state.gates.any for state in states):
-        entering, excluded = _screened(by_pk, missing, attributes, now)
-    else:
-        entering, excluded = missing, {}
-    rows, outside = _new_rows(by_pk, entering)
-    excluded.update(outside)
-    _count_excluded(by_pk, excluded)
+    memberships = _Memberships(stored)
+    held_out = frozenset(
+        (pk, subject_id)
+        for pk, subject_ids in subjects.items()
+        if by_pk[pk].status == Experiment.Status.WINNER_DECLARED
+        for subject_id in subject_ids
+        if memberships.held_out(by_pk[pk], subject_id)
+    )
+    rows: list[tuple] = []
+    excluded: Excluded = {}
+    if assign and missing:
+        if any(by_pk[pk].screened for pk in active):
+            entering, excluded = _screened(by_pk, missing, attributes, now, memberships)
+        else:
+            entering = missing
+        rows, outside = _new_rows(by_pk, entering)
+        excluded.update(outside)
+        _count_excluded(by_pk, excluded)
+    if assign and memberships.new:
+        # Sorted as one batch, so that two requests take their index locks in one order.
+        rows = sorted([*rows, *memberships.new.values()], key=lambda row: (row[0], row[1]))
     if not rows:
-        return Settled(stored=stored, created=frozenset(), excluded=excluded)
+        return Settled(stored=stored, created=frozenset(), excluded=excluded, held_out=held_out)
     inserted = assignments_insert(rows=rows, created_at=now)
     stored.update(inserted)
     lost: dict[int, list[str]] = defaultdict(list)
@@ -178,18 +250,19 @@ def _settle(
     _count(by_pk, rows, inserted, lost)
     if lost:
         stored.update(assignments_fetch(subjects=lost, experiment_pk=experiment_pk)[1])
-    return Settled(stored=stored, created=frozenset(inserted), excluded=excluded)
+    return Settled(stored=stored, created=frozenset(inserted), excluded=excluded, held_out=held_out)
 
 
 def _variant_keys(states: Sequence[ExperimentState], stored: Stored) -> dict[int, str]:
-    """The ID of every variant the states name or `stored` holds.
+    """The ID of every variant the states name or `stored` holds for them (holdout memberships aside).
 
     A stored variant can be newer than the state: an apply committed after the read
     that checked the state added a variant, and another process assigned it since.
     Its ID is then read; this request's answer is the stored row all the same.
     """
     keys = {pk: key for state in states for pk, key in state.variant_keys.items()}
-    unknown = {variant_pk for variant_pk in stored.values() if variant_pk not in keys}
+    answered = {state.pk for state in states}
+    unknown = {variant_pk for (pk, _), variant_pk in stored.items() if pk in answered and variant_pk not in keys}
     if unknown:
         keys.update(Variant.objects.filter(pk__in=unknown).values_list("pk", "key"))
     return keys
@@ -233,6 +306,15 @@ class ExperimentAssignments:
     excluded: dict[str, str]
 
 
+def _winner_reason(
+    state: ExperimentState, settled: Settled, subject_id: str, attributes: Mapping[str, object]
+) -> str | None:
+    """Why a subject does not get a declared winner: held out by a covering holdout, or left out by the targeting."""
+    if (state.pk, subject_id) in settled.held_out:
+        return gates.HELD_OUT
+    return state.gates.targeting_reason(attributes)
+
+
 def _experiment_answer(
     experiment_id: str, subject_ids: list[str], attributes: Attributes, *, bypass_cache: bool
 ) -> ExperimentAssignments | None:
@@ -249,28 +331,34 @@ def _experiment_answer(
         ]
         if errors:
             raise _invalid_attributes(errors)
-    # Only an active experiment's subjects are looked up; for the others the read checks
+    # Only a running experiment's subjects are looked up; for the others the read checks
     # the cached status before it is answered.
-    subjects = {state.pk: subject_ids} if state.status == Experiment.Status.ACTIVE else {}
-    expected_version = None if bypass_cache else state.version
+    subjects = {state.pk: subject_ids} if state.status in RUNNING_STATUSES else {}
+    if state.checked_by_catalog:
+        expected_version = None if bypass_cache else state.catalog_version
+        experiment_pk = None
+    else:
+        expected_version = None if bypass_cache else state.version
+        experiment_pk = state.pk
     settled = _settle(
         [state],
         subjects,
         assign=True,
         expected_version=expected_version,
         attributes=attributes,
-        experiment_pk=state.pk,
+        experiment_pk=experiment_pk,
     )
     if settled is None:
         return None
     control = state.variant_keys[state.control_pk]
     if state.status == Experiment.Status.WINNER_DECLARED:
-        # A winner is rolled out to the targeted population only; nothing is stored.
+        # A winner is rolled out to everyone but holdouts' held_out members and those the targeting
+        # leaves out; nothing is stored for the experiment.
         winner = state.variant_keys[state.winning_variant_pk]
         answer = ExperimentAssignments(assignments=dict.fromkeys(subject_ids, winner), excluded={})
-        if state.gates.targeting is not None:
+        if state.gates.targeting is not None or settled.held_out:
             for subject_id in subject_ids:
-                reason = state.gates.targeting_reason(attributes.get(subject_id, NO_ATTRIBUTES))
+                reason = _winner_reason(state, settled, subject_id, attributes.get(subject_id, NO_ATTRIBUTES))
                 if reason is not None:
                     answer.assignments[subject_id] = control
                     answer.excluded[subject_id] = reason
@@ -376,7 +464,7 @@ def _subject_answer(
     subjects = {
         state.pk: [identifiers[state.subject_type_pk]]
         for state in states
-        if state.status == Experiment.Status.ACTIVE and state.subject_type_pk in identifiers
+        if state.status in RUNNING_STATUSES and state.subject_type_pk in identifiers
     }
     settled = _settle(
         states,
@@ -399,8 +487,9 @@ def _subject_answer(
         elif subject_id is None:
             answer.unassigned[state.key] = Unassigned.SUBJECT_TYPE_MISSING
         elif state.status == Experiment.Status.WINNER_DECLARED:
-            # A winner is rolled out to the targeted population only, whatever `assign` says.
-            reason = state.gates.targeting_reason(attributes)
+            # A winner is rolled out to everyone but holdouts' held_out members and those the
+            # targeting leaves out, whatever `assign` says.
+            reason = _winner_reason(state, settled, subject_id, attributes)
             if reason is None:
                 answer.assignments[state.key] = state.variant_keys[state.winning_variant_pk]
             else:

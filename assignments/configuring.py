@@ -14,22 +14,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F, Max
 from django.db.models.functions import Lower
-from django.utils import timezone
 
-from assignments import gates
+from assignments import gates, holdouts, layers
+from assignments.documents import kind_with_article, resource_where
+from assignments.holdouts import HoldoutSpec
+from assignments.layers import LayerSpec
 from assignments.models import (
-    DEFAULT_LAB_ID,
     Assignment,
     Cohort,
     Experiment,
     Lab,
+    Layer,
     ResourceChange,
     SubjectType,
     Variant,
 )
 from assignments.resources import (
+    KINDS,
     ExperimentSpec,
     LabSpec,
     ResourceInvalid,
@@ -42,9 +44,18 @@ from assignments.resources import (
     resource_read,
     resources_check_unique,
 )
+from assignments.salts import salt_problems
+from assignments.updating import (
+    cohort_change,
+    lab_get_ci,
+    model_update,
+    resource_version_raise,
+    same,
+    variants_write,
+)
 from core.cache import caches_clear
 
-MODELS = {"subjecttype": SubjectType, "lab": Lab, "experiment": Experiment}
+MODELS = {"subjecttype": SubjectType, "lab": Lab, "layer": Layer, "holdout": Experiment, "experiment": Experiment}
 # Where a document built by the admin comes from, in error messages and history.
 ADMIN_SOURCE = Source("admin", 1)
 
@@ -86,32 +97,6 @@ def _get_ci(model, key: str, *, for_update: bool = False):
     return queryset.get_ci(key)
 
 
-def _same(stored: Any, given: Any) -> bool:
-    """Equality of stored and given values, JSON documents included, that tells true from 1 and false from
-    0 as JSON and the gates do (Python's == does not): a condition's `equals: 1` that replaces `equals: true`,
-    its attribute retyped from boolean to number, is a change. 1 and 1.0 stay the same number."""
-    if isinstance(stored, bool) or isinstance(given, bool):
-        return type(stored) is type(given) and stored == given
-    if isinstance(stored, dict) and isinstance(given, dict):
-        return stored.keys() == given.keys() and all(_same(stored[key], given[key]) for key in stored)
-    if isinstance(stored, (list, tuple)) and isinstance(given, (list, tuple)):
-        return type(stored) is type(given) and len(stored) == len(given) and all(map(_same, stored, given))
-    return stored == given
-
-
-def _save_fields(instance, values: dict[str, Any]) -> bool:
-    """Set changed fields and bump resource_version; False when nothing changed."""
-    changed = [name for name, value in values.items() if not _same(getattr(instance, name), value)]
-    if not changed:
-        return False
-    for name in changed:
-        setattr(instance, name, values[name])
-    instance.resource_version += 1
-    instance.updated_at = timezone.now()
-    instance.save(update_fields=[*changed, "resource_version", "updated_at"])
-    return True
-
-
 def _apply_plain(spec: SubjectTypeSpec | LabSpec) -> str:
     model = MODELS[spec.kind]
     values: dict[str, Any] = {"key": spec.key, "name": spec.name, "description": spec.description}
@@ -122,7 +107,7 @@ def _apply_plain(spec: SubjectTypeSpec | LabSpec) -> str:
     if instance is None:
         model.objects.create(**values)
         return "created"
-    return "updated" if _save_fields(instance, values) else "unchanged"
+    return "updated" if model_update(instance, values) else "unchanged"
 
 
 def _stored_splits(experiment: Experiment) -> list[tuple[str, float]]:
@@ -130,11 +115,11 @@ def _stored_splits(experiment: Experiment) -> list[tuple[str, float]]:
 
 
 def _where(spec: ResourceSpec) -> str:
-    return f"{spec.source}: {spec.kind} {spec.key!r}"
+    return resource_where(spec.source, spec.kind, spec.key)
 
 
 def _check_experiment_change(
-    experiment: Experiment, spec: ExperimentSpec, subject_type: SubjectType
+    experiment: Experiment, spec: ExperimentSpec, subject_type: SubjectType, *, has_assignments: bool
 ) -> list[ResourceProblem]:
     errors = []
     where = _where(spec)
@@ -142,7 +127,6 @@ def _check_experiment_change(
         errors.append(
             ResourceProblem(where, "metadata.status", f"cannot go back from {experiment.status} to {spec.status}")
         )
-    has_assignments = Assignment.objects.filter(experiment=experiment).exists()
     if has_assignments and subject_type.pk != experiment.subject_type_id:
         errors.append(ResourceProblem(where, "spec.subjectType", "cannot change once the experiment has assignments"))
     if has_assignments and spec.effective_salt != experiment.salt:
@@ -155,71 +139,34 @@ def _check_experiment_change(
     return errors
 
 
-def _check_salt(experiment: Experiment | None, spec: ExperimentSpec) -> list[ResourceProblem]:
-    """Salts are unique ignoring case: two experiments with one salt would draw the same numbers for every
-    subject, so their variants and coverage would be correlated. Checked where a salt is set, so a database
-    that already holds a shared salt keeps working until someone sets one."""
-    salt = spec.effective_salt
-    if experiment is not None and experiment.salt == salt:
-        return []
-    others = Experiment.objects.alias(lsalt=Lower("salt")).filter(lsalt=salt.lower())
+def _experiment_problems(
+    spec: ExperimentSpec, experiment: Experiment | None, subject_type: SubjectType
+) -> tuple[list[ResourceProblem], Layer | None, list[Experiment]]:
+    """Every reason to refuse the experiment's document, the stored layer its spec.layer names, and the
+    holdouts that will cover it before any binding by scope (those listed, or else those it has)."""
+    where = _where(spec)
+    problems = salt_problems(salt=spec.effective_salt, own=experiment, where=where)
+    layer, layer_problems = layers.placement_resolve(spec.layer, subject_type, where)
+    listed, holdout_problems = holdouts.holdouts_resolve(spec.holdouts, subject_type, where)
+    stored_holdouts = [] if experiment is None else holdouts.holdouts_stored(experiment)
+    problems += layer_problems + holdout_problems
+    if listed is None:
+        problems += holdouts.holdouts_kept_problems(stored_holdouts, subject_type, where)
     if experiment is not None:
-        others = others.exclude(pk=experiment.pk)
-    other = others.first()
-    if other is None:
-        return []
-    message = (
-        f"salt {salt!r} is the salt of experiment {other.key!r} already (salts are unique ignoring case: "
-        "a shared salt correlates the experiments' draws); set another spec.salt"
-    )
-    return [ResourceProblem(_where(spec), "spec.salt", message)]
-
-
-def _write_variants(experiment: Experiment, spec: ExperimentSpec) -> tuple[bool, list[int]]:
-    """Create and update the spec's variants; returns whether anything changed and the
-    primary keys of the stored variants the spec drops, for the caller to delete once the
-    experiment no longer names one of them as its winner (Experiment.winning_variant protects it)."""
-    stored = {variant.key.lower(): variant for variant in experiment.variants.all()}
-    wanted = {variant.key.lower() for variant in spec.variants}
-    removed = [variant.pk for key, variant in stored.items() if key not in wanted]
-    changed = bool(removed)
-    # variant_one_control_per_experiment is checked per row, and a dropped control is still
-    # stored until the end: clear the old control first.
-    stored_control = next((key for key, variant in stored.items() if variant.is_control), None)
-    control_moves = stored_control != next(v.key.lower() for v in spec.variants if v.is_control)
-    if control_moves:
-        Variant.objects.filter(experiment=experiment, is_control=True).update(is_control=False)
-        for variant in stored.values():
-            variant.is_control = False
-    for position, variant_spec in enumerate(spec.variants):
-        values = {
-            "key": variant_spec.key,
-            "name": variant_spec.name,
-            "description": variant_spec.description,
-            "position": position,
-            "is_control": variant_spec.is_control,
-            "split": variant_spec.split,
-        }
-        variant = stored.get(variant_spec.key.lower())
-        if variant is None:
-            Variant.objects.create(experiment=experiment, **values)
-            changed = True
-            continue
-        updates = [name for name, value in values.items() if getattr(variant, name) != value]
-        if updates:
-            for name in updates:
-                setattr(variant, name, values[name])
-            variant.save(update_fields=updates)
-            changed = True
-    return changed or control_moves, removed
+        has_assignments = Assignment.objects.filter(experiment=experiment).exists()
+        problems += _check_experiment_change(experiment, spec, subject_type, has_assignments=has_assignments)
+        if has_assignments and not layer_problems:
+            problems += layers.placement_fixed_problems(experiment, spec.layer, layer, where)
+        if has_assignments and not holdout_problems:
+            problems += holdouts.holdouts_fixed_problems(stored_holdouts, listed, where)
+    targeting_problems = gates.targeting_problems(spec.targeting or [], subject_type.attribute_types())
+    problems += [ResourceProblem(where, path, message) for path, message in targeting_problems]
+    return problems, layer, stored_holdouts if listed is None else listed
 
 
 def _apply_experiment(spec: ExperimentSpec, errors: list[ResourceProblem]) -> str | None:
     where = _where(spec)
-    lab = _get_ci(Lab, spec.lab)
-    if lab is None and spec.lab.lower() == DEFAULT_LAB_ID:
-        # `default` exists out of the box (migration 0002); a flushed database gets it back here.
-        lab = Lab.objects.create(key=DEFAULT_LAB_ID, name=DEFAULT_LAB_ID)
+    lab = lab_get_ci(spec.lab)
     subject_type = _get_ci(SubjectType, spec.subject_type)
     if lab is None:
         errors.append(ResourceProblem(where, "metadata.parentId", f"no lab {spec.lab!r}"))
@@ -229,10 +176,14 @@ def _apply_experiment(spec: ExperimentSpec, errors: list[ResourceProblem]) -> st
         return None
     experiment = _get_ci(Experiment, spec.key, for_update=True)
     created = experiment is None
-    salt_problems = _check_salt(experiment, spec)
-    if salt_problems:
-        errors.extend(salt_problems)
+    problems, layer, covering = _experiment_problems(spec, experiment, subject_type)
+    if problems:
+        errors.extend(problems)
         return None
+    # Statuses only move forward: a draft that becomes active does so for the first time.
+    if spec.status == Experiment.Status.ACTIVE and (created or experiment.status == Experiment.Status.DRAFT):
+        listed = {holdout.pk for holdout in covering}
+        covering = covering + [h for h in holdouts.holdouts_in_scope(subject_type, lab.key) if h.pk not in listed]
     if created:
         experiment = Experiment.objects.create(
             key=spec.key,
@@ -245,30 +196,16 @@ def _apply_experiment(spec: ExperimentSpec, errors: list[ResourceProblem]) -> st
         )
         old_allocation = None
     else:
-        problems = _check_experiment_change(experiment, spec, subject_type)
-        if problems:
-            errors.extend(problems)
-            return None
         old_allocation = (_stored_splits(experiment), experiment_population(experiment))
-    targeting_problems = gates.targeting_problems(spec.targeting or [], subject_type.attribute_types())
-    if targeting_problems:
-        errors.extend(ResourceProblem(where, path, message) for path, message in targeting_problems)
-        return None
-    variants_changed, removed_variants = _write_variants(experiment, spec)
-    new_allocation = ([(variant.key.lower(), variant.split) for variant in spec.variants], spec.population())
+    variants_changed, removed_variants = variants_write(experiment, spec.variants)
+    population = spec.population(layer)
+    new_allocation = ([(variant.key.lower(), variant.split) for variant in spec.variants], population)
     if created:
-        Cohort.objects.create(experiment=experiment, number=1, splits=spec.splits(), population=spec.population())
-    elif not _same(new_allocation, old_allocation):
-        # A cohort has one population rule and one set of splits: a change of either starts the next.
-        cohorts = Cohort.objects.filter(experiment=experiment)
-        if Experiment.status_rank(experiment.status) >= Experiment.status_rank(Experiment.Status.ACTIVE):
-            number = (cohorts.aggregate(Max("number"))["number__max"] or 0) + 1
-            Cohort.objects.create(
-                experiment=experiment, number=number, splits=spec.splits(), population=spec.population()
-            )
-        else:
-            # A draft has never assigned anyone: its first cohort is simply corrected.
-            cohorts.filter(number=1).update(splits=spec.splits(), population=spec.population())
+        Cohort.objects.create(experiment=experiment, number=1, splits=spec.splits(), population=population)
+    elif not same(new_allocation, old_allocation):
+        running = Experiment.status_rank(experiment.status) >= Experiment.status_rank(Experiment.Status.ACTIVE)
+        cohort_change(experiment, running=running, splits=spec.splits(), population=population)
+    holdouts_changed = holdouts.holdouts_write(experiment, covering)
     winner = None
     if spec.winning_variant is not None:
         winner = experiment.variants.alias(lkey=Lower("key")).get(lkey=spec.winning_variant.lower())
@@ -287,18 +224,18 @@ def _apply_experiment(spec: ExperimentSpec, errors: list[ResourceProblem]) -> st
         "enrollment_stop_at": spec.enrollment_stop_at,
         "targeting": spec.targeting,
         "coverage": spec.coverage,
+        "layer_id": None if layer is None else layer.pk,
+        "slots": None if layer is None else layers.slots_document(spec.layer.slots),
     }
     if created:
         for name, value in values.items():
             setattr(experiment, name, value)
         experiment.save()
         return "created"
-    if _save_fields(experiment, values):
+    if model_update(experiment, values):
         outcome = "updated"
-    elif variants_changed:
-        Experiment.objects.filter(pk=experiment.pk).update(
-            resource_version=F("resource_version") + 1, updated_at=timezone.now()
-        )
+    elif variants_changed or holdouts_changed:
+        resource_version_raise(experiment)
         outcome = "updated"
     else:
         outcome = "unchanged"
@@ -346,7 +283,7 @@ def _check_targeted_attributes(
             why = f"experiment {key!r} targets it ({path}: {message}); change that experiment's targeting first"
             errors.append(ResourceProblem(_where(spec), "spec.attributes", why))
         before = retyped_targeting.get(pk)
-        if not problems and before is not None and _same(targeting, before[0]):
+        if not problems and before is not None and same(targeting, before[0]):
             why = (
                 f"retypes {', '.join(map(repr, before[1]))}, which experiment {key!r} targets: its conditions would "
                 "select other subjects without a new cohort; change that experiment's targeting first, or in the "
@@ -374,6 +311,12 @@ def _apply_one(
 ) -> str | None:
     model = MODELS[spec.kind]
     stored = _get_ci(model, spec.key, for_update=True)
+    if isinstance(stored, Experiment) and stored.kind != spec.kind:
+        message = (
+            f"{stored.key!r} is {kind_with_article(stored.kind)} (experiments and holdouts share IDs, ignoring case)"
+        )
+        errors.append(ResourceProblem(_where(spec), "metadata.id", message))
+        return None
     if stored is not None and create_only:
         errors.append(
             ResourceProblem(_where(spec), "metadata.id", f"a {spec.kind} {stored.key!r} exists (IDs ignore case)")
@@ -387,10 +330,35 @@ def _apply_one(
         errors.append(ResourceProblem(_where(spec), "metadata.resourceVersion", message))
         return None
     before = None if stored is None else resource_document(stored, with_version=False)
-    outcome = _apply_experiment(spec, errors) if isinstance(spec, ExperimentSpec) else _apply_plain(spec)
+    if isinstance(spec, ExperimentSpec):
+        outcome = _apply_experiment(spec, errors)
+    elif isinstance(spec, LayerSpec):
+        outcome = layers.layer_apply(spec, errors)
+    elif isinstance(spec, HoldoutSpec):
+        outcome = holdouts.holdout_apply(spec, errors)
+    else:
+        outcome = _apply_plain(spec)
     if outcome in ("created", "updated"):
         _history_record(model, spec, before, actor)
     return outcome
+
+
+def _check_between_documents(
+    specs: list[ResourceSpec], outcomes: dict[int, str], applied: set[str]
+) -> list[ResourceProblem]:
+    """What holds between documents, checked after the whole apply: the slots of a layer's active experiments
+    do not overlap, and layers and holdouts share the subject type of their experiments. Pairs with a refused
+    document are left out: what they would say is about a state the apply does not make."""
+    experiments = [(index, spec) for index, spec in enumerate(specs) if isinstance(spec, ExperimentSpec)]
+    placed = {spec.key.lower(): (index, _where(spec)) for index, spec in experiments if index in outcomes}
+    refused = {spec.key.lower() for index, spec in experiments if index not in outcomes}
+    errors = layers.overlaps_problems(placed, refused)
+    for index, spec in enumerate(specs):
+        if isinstance(spec, LayerSpec) and index in outcomes:
+            errors += layers.layer_members_problems(spec, applied)
+        elif isinstance(spec, HoldoutSpec) and index in outcomes:
+            errors += holdouts.holdout_members_problems(spec, applied)
+    return errors
 
 
 def resources_apply(
@@ -403,8 +371,13 @@ def resources_apply(
 ) -> list[ApplyResult]:
     """Apply every resource in one transaction, or none (ResourceInvalid lists why).
 
-    Subject types and labs go first so experiments may refer to ones defined in
-    the same apply. A dry run does all the work, then rolls it back. With
+    The kinds go in the order of KINDS (subject types, labs, layers, holdouts,
+    experiments), so each may refer to resources of the kinds before it defined
+    in the same apply, and an experiment activated in it is bound to the holdouts
+    it defines. What holds between documents (the slots of a layer's active
+    experiments, the subject types of layers and holdouts and of the experiments
+    in them) is checked once all are applied, against the state they make
+    together. A dry run does all the work, then rolls it back. With
     `create_only` (the admin's add form) a resource that exists is refused
     rather than updated. With `check_versions` (the admin's change form) a spec
     read at another resourceVersion than the stored one is refused, so an edit
@@ -412,7 +385,7 @@ def resources_apply(
     configuration as code applies whatever the file says.
     """
     resources_check_unique(specs)
-    order = {"subjecttype": 0, "lab": 1, "experiment": 2}
+    order = {kind: position for position, kind in enumerate(KINDS)}
     outcomes: dict[int, str] = {}
     errors: list[ResourceProblem] = []
     with transaction.atomic():
@@ -427,6 +400,7 @@ def resources_apply(
         for spec in specs:
             if isinstance(spec, SubjectTypeSpec):
                 errors.extend(_check_targeted_attributes(spec, applied, retyped_targeting[spec.key.lower()]))
+        errors.extend(_check_between_documents(specs, outcomes, applied))
         if errors:
             transaction.set_rollback(True)
             raise ResourceInvalid(errors)

@@ -29,7 +29,9 @@ class NotCitus(Exception):
 REFERENCE_TABLES = (
     "assignments_subjecttype",
     "assignments_lab",
+    "assignments_layer",
     "assignments_experiment",
+    "assignments_experimentholdout",
     "assignments_variant",
     "assignments_cohort",
     "assignments_resourcechange",

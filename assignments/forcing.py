@@ -48,6 +48,9 @@ def assignments_force(
 ) -> ForceResult:
     """Store `variant_id` with source `forced` for each subject that has no assignment (or, with
     `replace`, a forced one); report the others as kept. One transaction."""
+    if experiment.kind == Experiment.Kind.HOLDOUT:
+        # A holdout measures what the experiments it covers did: a member chosen by hand would bias it.
+        raise ForceRefused(f"{experiment.key!r} is a holdout: its members are drawn, never forced")
     if experiment.status not in FORCEABLE_STATUSES:
         raise ForceRefused(
             f"experiment {experiment.key!r} is {experiment.status}; assignments can be forced only while it is "

@@ -6,15 +6,17 @@ hot path evaluates them between the statement that reads the stored
 assignments and the one that inserts the new ones. In order:
 
 1. enrollment window      enrollment_not_started, enrollment_closed
-2. holdouts               (next: held_out)
-3. layer                  (next: layer_excluded)
+2. holdouts               held_out
+3. layer                  layer_excluded
 4. targeting              attributes_missing, not_targeted
 5. following links        a linked identifier's variant skips gate 6 only
 6. coverage               outside_coverage
 7. the variant formula    hashing.py
 
-`Gates.screen` is gates 1 to 4, `Gates.covers` gate 6; the hot path follows
-links in between, because that needs the link table. `decide` runs them all for
+`Gates.screen` is gates 1 to 4, given gate 2's answer: holdout memberships are
+stored rows, so the hot path reads or makes them (only for subjects that gate 1
+lets through) in the statements it runs anyway. `Gates.covers` is gate 6; the
+hot path follows links in between, because that needs the link table. `decide` runs them all for
 one subject, given what following links found, for the staff console's previews.
 """
 
@@ -25,19 +27,31 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
 from assignments.hashing import SCALE, Allocation, draws, threshold
+from assignments.slots import Ranges, owns, slot
 
 V = TypeVar("V")
 
 ENROLLMENT_NOT_STARTED = "enrollment_not_started"
 ENROLLMENT_CLOSED = "enrollment_closed"
+HELD_OUT = "held_out"
+LAYER_EXCLUDED = "layer_excluded"
 ATTRIBUTES_MISSING = "attributes_missing"
 NOT_TARGETED = "not_targeted"
 OUTSIDE_COVERAGE = "outside_coverage"
 # The gates' reasons in the order that decides when several apply (the gates' own order).
-REASONS = (ENROLLMENT_NOT_STARTED, ENROLLMENT_CLOSED, ATTRIBUTES_MISSING, NOT_TARGETED, OUTSIDE_COVERAGE)
+REASONS = (
+    ENROLLMENT_NOT_STARTED,
+    ENROLLMENT_CLOSED,
+    HELD_OUT,
+    LAYER_EXCLUDED,
+    ATTRIBUTES_MISSING,
+    NOT_TARGETED,
+    OUTSIDE_COVERAGE,
+)
 
 STRING, NUMBER, BOOLEAN, VERSION = "string", "number", "boolean", "version"
 ATTRIBUTE_TYPES = (STRING, NUMBER, BOOLEAN, VERSION)
@@ -66,16 +80,32 @@ VERSION_PARTS = 4
 _control = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
+# The checks a batch repeats for every subject (the same few names, many equal values) are
+# memoised: a 1000-subject batch with attributes costs a fraction of what checking each again
+# would (bench/results/gates.md). The bounds keep a stream of distinct values from growing them.
+CHECK_CACHE_SIZE = 4096
+
+
+@lru_cache(maxsize=CHECK_CACHE_SIZE)
+def _is_name(value: str) -> bool:
+    return _attribute_name.fullmatch(value) is not None
+
+
 def is_attribute_name(value: object) -> bool:
-    return isinstance(value, str) and _attribute_name.fullmatch(value) is not None
+    return isinstance(value, str) and _is_name(value)
+
+
+@lru_cache(maxsize=CHECK_CACHE_SIZE)
+def _version_of(value: str) -> tuple[int, ...] | None:
+    if _version.fullmatch(value) is None:
+        return None
+    parts = [int(part) for part in value.split(".")]
+    return tuple(parts + [0] * (VERSION_PARTS - len(parts)))
 
 
 def version_parse(value: object) -> tuple[int, ...] | None:
     """A version (1 to 4 dot-separated non-negative integers) as 4 numbers, missing parts 0; None if it is not one."""
-    if not isinstance(value, str) or _version.fullmatch(value) is None:
-        return None
-    parts = [int(part) for part in value.split(".")]
-    return tuple(parts + [0] * (VERSION_PARTS - len(parts)))
+    return _version_of(value) if isinstance(value, str) else None
 
 
 def is_number(value: object) -> bool:
@@ -85,16 +115,21 @@ def is_number(value: object) -> bool:
     return not isinstance(value, float) or math.isfinite(value)
 
 
+@lru_cache(maxsize=CHECK_CACHE_SIZE)
+def _string_problem(value: str) -> str | None:
+    if len(value) > ATTRIBUTE_STRING_MAX_LENGTH:
+        return f"must be at most {ATTRIBUTE_STRING_MAX_LENGTH} characters"
+    if _control.search(value):
+        return "must not contain control characters"
+    return None
+
+
 def value_problem(value: object) -> str | None:
     """Why a value cannot be an attribute's value (a string of at most 256 characters without control
     characters, a finite number or a boolean), or None."""
-    if isinstance(value, bool) or is_number(value):
-        return None
     if isinstance(value, str):
-        if len(value) > ATTRIBUTE_STRING_MAX_LENGTH:
-            return f"must be at most {ATTRIBUTE_STRING_MAX_LENGTH} characters"
-        if _control.search(value):
-            return "must not contain control characters"
+        return _string_problem(value)
+    if isinstance(value, bool) or is_number(value):
         return None
     if isinstance(value, (int, float)):
         return "must be a finite number"
@@ -189,6 +224,18 @@ class Targeting:
 
     clauses: tuple[Clause, ...]
     types: Mapping[str, str]
+    # Each clause as its conditions, each with its attribute's type: what `reason` walks.
+    _compiled: tuple[tuple[tuple[Condition, str], ...], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        compiled = tuple(
+            tuple(
+                (condition, self.types[condition.attribute])
+                for condition in (clause.conditions if isinstance(clause, AnyOf) else (clause,))
+            )
+            for clause in self.clauses
+        )
+        object.__setattr__(self, "_compiled", compiled)
 
     @classmethod
     def from_documents(cls, documents: Sequence[Mapping[str, Any]], types: Mapping[str, str]) -> Targeting:
@@ -210,33 +257,45 @@ class Targeting:
         )
         return tuple(dict.fromkeys(names))
 
-    def _holds(self, condition: Condition, attributes: Mapping[str, object]) -> bool:
-        return condition.holds(attributes, self.types[condition.attribute])
-
     def reason(self, attributes: Mapping[str, object]) -> str | None:
         """None when every clause holds; else attributes_missing when every clause that failed names
         only attributes that were not sent (an anyOf when all of its conditions do), not_targeted otherwise."""
-        missing_only = True
         failed = False
-        for clause in self.clauses:
-            conditions = clause.conditions if isinstance(clause, AnyOf) else (clause,)
-            if any(self._holds(condition, attributes) for condition in conditions):
-                continue
-            failed = True
-            if any(condition.attribute in attributes for condition in conditions):
-                missing_only = False
-                break
-        if not failed:
-            return None
-        return ATTRIBUTES_MISSING if missing_only else NOT_TARGETED
+        # Plain loops over the clauses as compiled: this runs for every new subject of a batch.
+        for conditions in self._compiled:
+            for condition, attribute_type in conditions:
+                if condition.holds(attributes, attribute_type):
+                    break
+            else:
+                for condition, _ in conditions:
+                    if condition.attribute in attributes:
+                        return NOT_TARGETED
+                failed = True
+        return ATTRIBUTES_MISSING if failed else None
+
+
+@dataclass(frozen=True)
+class LayerSlots:
+    """The slots an experiment owns in its layer, and the layer's salt for the slot draw (slots.py)."""
+
+    salt: str
+    ranges: Ranges
+
+    def owns(self, subject_id: str) -> bool:
+        return owns(self.ranges, slot(self.salt, subject_id))
 
 
 @dataclass(frozen=True)
 class Gates:
-    """An experiment's gates as its current cohort configures them; the default lets everyone in."""
+    """An experiment's gates as its current cohort configures them; the default lets everyone in.
+
+    Holdouts (gate 2) are not among them: their memberships are stored rows, which
+    the caller reads or makes and passes to `screen`.
+    """
 
     start_at: datetime | None = None
     stop_at: datetime | None = None
+    layer: LayerSlots | None = None
     targeting: Targeting | None = None
     # A subject is covered when its coverage draw is below this: ceil(coverage * 2**64).
     coverage_threshold: int = SCALE
@@ -247,6 +306,7 @@ class Gates:
         gated = (
             self.start_at is not None
             or self.stop_at is not None
+            or self.layer is not None
             or self.targeting is not None
             or self.coverage_threshold < SCALE
         )
@@ -258,6 +318,7 @@ class Gates:
         *,
         start_at: datetime | None,
         stop_at: datetime | None,
+        layer: LayerSlots | None = None,
         targeting: Sequence[Mapping[str, Any]] | None,
         attribute_types: Mapping[str, str],
         coverage: float,
@@ -265,6 +326,7 @@ class Gates:
         return cls(
             start_at=start_at,
             stop_at=stop_at,
+            layer=layer,
             targeting=Targeting.from_documents(targeting, attribute_types) if targeting else None,
             coverage_threshold=threshold(coverage),
         )
@@ -277,14 +339,31 @@ class Gates:
             return ENROLLMENT_CLOSED
         return None
 
+    def layer_reason(self, subject_id: str) -> str | None:
+        """Gate 3: only the experiment that owns the subject's slot of the layer takes it."""
+        if self.layer is None or self.layer.owns(subject_id):
+            return None
+        return LAYER_EXCLUDED
+
     def targeting_reason(self, attributes: Mapping[str, object]) -> str | None:
         """Gate 4; also what still applies to a declared winner."""
         return None if self.targeting is None else self.targeting.reason(attributes)
 
-    def screen(self, attributes: Mapping[str, object], now: datetime) -> str | None:
+    def screen(
+        self, subject_id: str, attributes: Mapping[str, object], now: datetime, *, held_out: bool = False
+    ) -> str | None:
         """Gates 1 to 4 for a subject without a stored assignment: the reason the first that stops it
-        names, or None."""
-        return self.window_reason(now) or self.targeting_reason(attributes)
+        names, or None. `held_out` is gate 2: whether the subject is a held_out member of an active
+        holdout covering the experiment."""
+        return self.window_reason(now) or self.screen_open(subject_id, attributes, held_out=held_out)
+
+    def screen_open(self, subject_id: str, attributes: Mapping[str, object], *, held_out: bool = False) -> str | None:
+        """Gates 2 to 4, for a batch whose enrollment window (the same for all of it) is open."""
+        if held_out:
+            return HELD_OUT
+        if self.layer is not None and not self.layer.owns(subject_id):
+            return LAYER_EXCLUDED
+        return None if self.targeting is None else self.targeting.reason(attributes)
 
     def covers(self, coverage_draw: int) -> bool:
         """Gate 6, given the subject's coverage draw (hashing.draws)."""
@@ -315,17 +394,19 @@ def decide(
     attributes: Mapping[str, object] | None,
     now: datetime,
     linked: V | None = None,
+    held_out: bool = False,
 ) -> Decision[V]:
     """The gates in their order, then the variant formula, for one subject of an active experiment that
     has no stored assignment in it; `attributes` None when they are unknown, `linked` the variant a
-    linked identifier would carry over (assignments/linking.py), if the experiment follows links."""
+    linked identifier would carry over (assignments/linking.py), if the experiment follows links,
+    `held_out` whether it is a held_out member of an active covering holdout."""
     depends_on: tuple[str, ...] = ()
     if attributes is None:
-        reason = gates.window_reason(now)
+        reason = gates.window_reason(now) or (HELD_OUT if held_out else None) or gates.layer_reason(subject_id)
         if reason is None and gates.targeting is not None:
             depends_on = gates.targeting.attribute_names()
     else:
-        reason = gates.screen(attributes, now)
+        reason = gates.screen(subject_id, attributes, now, held_out=held_out)
     if reason is not None:
         return Decision(reason=reason)
     return entered(gates, allocation, salt=salt, subject_id=subject_id, linked=linked, depends_on=depends_on)
@@ -345,10 +426,17 @@ def entered(
     batch first, since only the subjects they let through need the link walk's statement."""
     if linked is not None:
         return Decision(variant=linked, linked=True, depends_on=depends_on)
-    variant_draw, coverage_draw = draws(salt, subject_id)
-    if not gates.covers(coverage_draw):
+    variant = covered_variant(gates, allocation, salt=salt, subject_id=subject_id)
+    if variant is None:
         return Decision(reason=OUTSIDE_COVERAGE, depends_on=depends_on)
-    return Decision(variant=allocation.choose(variant_draw), depends_on=depends_on)
+    return Decision(variant=variant, depends_on=depends_on)
+
+
+def covered_variant(gates: Gates, allocation: Allocation[V], *, salt: str, subject_id: str) -> V | None:
+    """Gates 6 and 7 for a subject not carried over by a link: its variant if the coverage gate lets it in,
+    else None; both draws from the one digest."""
+    variant_draw, coverage_draw = draws(salt, subject_id)
+    return allocation.choose(variant_draw) if coverage_draw < gates.coverage_threshold else None
 
 
 def _condition_problems(document: Mapping[str, Any], path: str, types: Mapping[str, str]) -> list[tuple[str, str]]:

@@ -43,6 +43,10 @@ class ImportInvalid(Exception):
         self.total = total
 
 
+class ImportRefused(Exception):
+    """Nothing was imported, and the file was not read: the message says why."""
+
+
 @dataclass(frozen=True)
 class ImportResult:
     imported: int
@@ -160,6 +164,9 @@ def assignments_import(
     conflicts. With `atomic` the whole file is one transaction. A row without
     created_at gets the time of the import.
     """
+    if experiment.kind == Experiment.Kind.HOLDOUT:
+        # A holdout measures what the experiments it covers did: members from elsewhere would bias it.
+        raise ImportRefused(f"{experiment.key!r} is a holdout: its members are drawn, never imported")
     on_validated(import_validate(path=path, experiment=experiment))
     variants = _variant_pks(experiment)
     cohort = experiment_cohort_current(experiment_pk=experiment.pk)

@@ -9,7 +9,8 @@ from core.observability.metrics import REGISTRY
 
 ASSIGNMENTS_CREATED = Counter(
     "assignments_created_total",
-    "Assignments stored by the assignment endpoints, by experiment and source (hashed or linked).",
+    "Assignments stored by the assignment endpoints, by experiment and source (hashed or linked); a holdout's "
+    "memberships count under the holdout's ID, as hashed.",
     ["experiment", "source"],
     registry=REGISTRY,
 )
@@ -31,7 +32,7 @@ LINK_WALKS_BOUNDED = Counter(
 SUBJECTS_EXCLUDED = Counter(
     "assignment_subjects_excluded_total",
     "Subjects without a stored assignment that a gate kept out of an experiment (answered with the control, "
-    "nothing stored), by experiment and reason; a declared winner's targeting counts too.",
+    "nothing stored), by experiment and reason; a declared winner's holdouts and targeting count too.",
     ["experiment", "reason"],
     registry=REGISTRY,
 )

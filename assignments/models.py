@@ -84,7 +84,27 @@ class Lab(ResourceModel):
         constraints = [models.UniqueConstraint(Lower("key"), name="lab_key_ci_unique")]
 
 
+class Layer(ResourceModel):
+    """A set of mutually exclusive experiments of one subject type: each owns slots of it (gates.py, gate 3)."""
+
+    subject_type = models.ForeignKey(SubjectType, on_delete=models.PROTECT, related_name="layers")
+    # The slot draw's salt; unique ignoring case among every experiment's, holdout's and layer's.
+    salt = models.CharField(max_length=200)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(Lower("key"), name="layer_key_ci_unique")]
+
+
 class Experiment(ResourceModel):
+    """An experiment, or a holdout: randomised and stored alike, so that exports, reports, cohorts,
+    counts and the Citus layout serve both, and their IDs share one namespace."""
+
+    class Kind(models.TextChoices):
+        EXPERIMENT = "experiment"
+        # Variants held_out (split = share, first, the control: its members see the product without
+        # the experiments it covers) and general; statuses draft, active and ended only.
+        HOLDOUT = "holdout"
+
     class Status(models.TextChoices):
         # Declaration order is the lifecycle order; see can_move_to.
         DRAFT = "draft"
@@ -93,6 +113,8 @@ class Experiment(ResourceModel):
         ENDED = "ended"
         ARCHIVED = "archived"
 
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.EXPERIMENT, db_default=Kind.EXPERIMENT)
+    # A holdout's lab is the default one: it belongs to no lab, its scope names labs.
     lab = models.ForeignKey(Lab, on_delete=models.PROTECT, related_name="experiments")
     subject_type = models.ForeignKey(SubjectType, on_delete=models.PROTECT, related_name="experiments")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.DRAFT)
@@ -107,10 +129,29 @@ class Experiment(ResourceModel):
     enrollment_stop_at = models.DateTimeField(null=True, blank=True)
     targeting = models.JSONField(null=True, blank=True)
     coverage = models.FloatField(default=1.0, db_default=1.0)
+    # spec.layer: the layer and the half-open slot ranges [[start, end], ...] owned in it, both or neither.
+    layer = models.ForeignKey(Layer, on_delete=models.PROTECT, null=True, blank=True, related_name="experiments")
+    slots = models.JSONField(null=True, blank=True)
+    # spec.holdouts: the holdouts covering an experiment, in the order listed.
+    holdouts = models.ManyToManyField(
+        "self", symmetrical=False, through="ExperimentHoldout", through_fields=("experiment", "holdout"), blank=True
+    )
+    # A holdout's spec.scope, the experiments it joins at their first activation: "all", {"labs": [...]}
+    # or null (only those that list it).
+    scope = models.JSONField(null=True, blank=True)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(Lower("key"), name="experiment_key_ci_unique"),
+            models.CheckConstraint(
+                condition=models.Q(layer__isnull=True, slots__isnull=True)
+                | models.Q(layer__isnull=False, slots__isnull=False),
+                name="experiment_layer_with_slots",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(kind="experiment") | models.Q(status__in=["draft", "active", "ended"]),
+                name="experiment_holdout_status",
+            ),
             models.CheckConstraint(
                 condition=models.Q(coverage__gte=0, coverage__lte=1), name="experiment_coverage_0_to_1"
             ),
@@ -134,6 +175,23 @@ class Experiment(ResourceModel):
     def can_move_to(self, status: str) -> bool:
         """The lifecycle runs forward only; steps may be skipped."""
         return self.status_rank(status) >= self.status_rank(self.status)
+
+
+class ExperimentHoldout(models.Model):
+    """A holdout covering an experiment (spec.holdouts), at its position in the list."""
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="+")
+    holdout = models.ForeignKey(Experiment, on_delete=models.PROTECT, related_name="+")
+    position = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["experiment", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["experiment", "holdout"], name="experimentholdout_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.holdout.key} covers {self.experiment.key}"
 
 
 class Variant(models.Model):
@@ -173,7 +231,8 @@ class Cohort(models.Model):
     # self-contained record, readable even after a variant is renamed or removed.
     splits = models.JSONField()
     # The gates' part of the experiment's spec when the cohort began, as the YAML holds it:
-    # {"enrollment": {...}, "targeting": [...], "coverage": 0.2}, each only when set; {} for everyone.
+    # {"enrollment": {...}, "layer": {...}, "targeting": [...], "coverage": 0.2}, each only when set;
+    # {} for everyone.
     population = models.JSONField(default=dict, db_default={}, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 

@@ -24,6 +24,8 @@ COMPARISONS = {"gt": ">", "gte": "≥", "lt": "<", "lte": "≤"}
 REASON_TEXT = {
     gates.ENROLLMENT_NOT_STARTED: "its enrollment window has not started",
     gates.ENROLLMENT_CLOSED: "its enrollment window has closed",
+    gates.HELD_OUT: "it is held out by a holdout covering the experiment",
+    gates.LAYER_EXCLUDED: "its slot of the layer belongs to no slot range of the experiment",
     gates.ATTRIBUTES_MISSING: "the targeting needs attributes that were not sent",
     gates.NOT_TARGETED: "the attributes sent do not meet the targeting",
     gates.OUTSIDE_COVERAGE: "its coverage draw is outside the coverage",

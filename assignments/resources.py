@@ -9,28 +9,32 @@ The admin builds the same documents from its forms, so both go through one reade
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import yaml
 
-from assignments import gates
-from assignments.models import DEFAULT_LAB_ID, RESOURCE_ID_PATTERN, Experiment, Lab, SubjectType, is_resource_id
+from assignments import gates, holdouts, layers
+from assignments.documents import (
+    SCHEMA_VERSION,
+    Reader,
+    ResourceInvalid,
+    ResourceProblem,
+    Source,
+    VariantSpec,
+    kind_with_article,
+    read_metadata,
+)
+from assignments.holdouts import HoldoutSpec
+from assignments.layers import LayerSpec, Placement
+from assignments.models import DEFAULT_LAB_ID, Experiment, Lab, Layer, SubjectType
+from assignments.slots import Ranges, ranges_from
 
-SCHEMA_VERSION = 1
-KINDS = ("subjecttype", "lab", "experiment")
+# In the order of the export, and of an apply: each kind may refer to the kinds before it.
+KINDS = ("subjecttype", "lab", "layer", "holdout", "experiment")
 SPLIT_SUM_TOLERANCE = 1e-6
 MIN_VARIANTS = 2
-
-
-# Names, descriptions and hypotheses may hold tab and line breaks (the admin's text areas send "\r\n"),
-# no other control character: PostgreSQL cannot store NUL in text, and the rest are invisible or move the
-# cursor wherever the text is shown. A lone surrogate (a YAML "\ud800" escape) cannot be stored at all.
-_NOT_IN_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
-# A salt is typed again into warehouse queries that recompute assignments: not even tab or line breaks.
-_NOT_IN_SALT = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 TOP_FIELDS = {"schemaVersion", "kind", "metadata", "spec"}
 METADATA_FIELDS = {
@@ -45,6 +49,8 @@ EXPERIMENT_SPEC_FIELDS = {
     "winningVariant",
     "followLinks",
     "enrollment",
+    "holdouts",
+    "layer",
     "targeting",
     "coverage",
     "variants",
@@ -53,17 +59,6 @@ VARIANT_FIELDS = {"id", "name", "description", "control", "split"}
 SUBJECT_TYPE_SPEC_FIELDS = {"attributes"}
 ATTRIBUTE_FIELDS = {"name", "type"}
 ENROLLMENT_FIELDS = {"startAt", "stopAt"}
-
-
-@dataclass(frozen=True)
-class Source:
-    """Where a document came from, for error messages."""
-
-    file: str
-    document: int
-
-    def __str__(self) -> str:
-        return f"{self.file}: document {self.document}"
 
 
 @dataclass(frozen=True)
@@ -96,15 +91,6 @@ class LabSpec:
 
 
 @dataclass(frozen=True)
-class VariantSpec:
-    key: str
-    name: str
-    description: str
-    is_control: bool
-    split: float
-
-
-@dataclass(frozen=True)
 class ExperimentSpec:
     source: Source
     key: str
@@ -123,6 +109,10 @@ class ExperimentSpec:
     # The conditions as the document holds them (gates.py reads them), None for no targeting.
     targeting: list[dict[str, Any]] | None = None
     coverage: float = 1.0
+    # spec.layer; None for none.
+    layer: Placement | None = None
+    # spec.holdouts, the IDs as written; None when left out (the stored ones are kept).
+    holdouts: tuple[str, ...] | None = None
     version: int | None = None
 
     kind = "experiment"
@@ -134,11 +124,13 @@ class ExperimentSpec:
     def splits(self) -> list[dict[str, Any]]:
         return [{"variant": variant.key, "split": variant.split} for variant in self.variants]
 
-    def population(self) -> dict[str, Any]:
-        """The gates' part of the spec, as a cohort records it and the export writes it."""
+    def population(self, layer: Layer | None) -> dict[str, Any]:
+        """The gates' part of the spec, as a cohort records it and the export writes it; `layer` is the stored
+        layer spec.layer names, whose ID is written as stored (as the export writes it)."""
         return population_document(
             start_at=self.enrollment_start_at,
             stop_at=self.enrollment_stop_at,
+            layer=None if layer is None else (layer.key, self.layer.slots),
             targeting=self.targeting,
             coverage=self.coverage,
         )
@@ -155,9 +147,15 @@ def time_text(value: datetime) -> str:
 
 
 def population_document(
-    *, start_at: datetime | None, stop_at: datetime | None, targeting: list | None, coverage: float
+    *,
+    start_at: datetime | None,
+    stop_at: datetime | None,
+    layer: tuple[str, Ranges] | None,
+    targeting: list | None,
+    coverage: float,
 ) -> dict[str, Any]:
-    """spec.enrollment, spec.targeting and spec.coverage, each only when it narrows who enters."""
+    """spec.enrollment, spec.layer (the layer's ID and the slots owned), spec.targeting and spec.coverage, each
+    only when it narrows who enters, in the order of the YAML."""
     document: dict[str, Any] = {}
     enrollment = {}
     if start_at is not None:
@@ -166,6 +164,9 @@ def population_document(
         enrollment["stopAt"] = time_text(stop_at)
     if enrollment:
         document["enrollment"] = enrollment
+    if layer is not None:
+        key, slots = layer
+        document["layer"] = {"id": key, "slots": layers.slots_document(slots)}
     if targeting:
         document["targeting"] = [_condition_in_order(condition) for condition in targeting]
     if coverage != 1:
@@ -182,119 +183,10 @@ def _condition_in_order(condition: dict[str, Any]) -> dict[str, Any]:
     return {"attribute": condition["attribute"], **operators}
 
 
-ResourceSpec = SubjectTypeSpec | LabSpec | ExperimentSpec
+ResourceSpec = SubjectTypeSpec | LabSpec | LayerSpec | HoldoutSpec | ExperimentSpec
 
 
-@dataclass(frozen=True)
-class ResourceProblem:
-    """One reason a resource was refused: where (file and document, or resource), which field, and why.
-
-    `path` is the document's dotted field path (`spec.variants.1.split`), or "" when the
-    problem is the document as a whole; the admin maps it to the form field it came from.
-    """
-
-    where: str
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        return ": ".join(part for part in (self.where, self.path, self.message) if part)
-
-
-class ResourceInvalid(Exception):
-    """One or more documents are invalid; `problems` holds each, `errors` a line each."""
-
-    def __init__(self, problems: list[ResourceProblem]) -> None:
-        super().__init__("\n".join(map(str, problems)))
-        self.problems = problems
-
-    @property
-    def errors(self) -> list[str]:
-        return [str(problem) for problem in self.problems]
-
-
-@dataclass
-class _Reader:
-    """Reads one document, collecting every problem instead of stopping at the first."""
-
-    source: Source
-    errors: list[ResourceProblem] = field(default_factory=list)
-
-    def error(self, path: str, message: str) -> None:
-        self.errors.append(ResourceProblem(str(self.source), path, message))
-
-    def mapping(self, value: Any, path: str, allowed: set[str]) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            self.error(path, "must be a mapping")
-            return {}
-        for name in sorted(set(value) - allowed, key=str):
-            self.error(f"{path}.{name}" if path else str(name), f"unknown field; allowed: {', '.join(sorted(allowed))}")
-        return value
-
-    def string(self, data: dict, name: str, path: str, *, default: str | None = None) -> str | None:
-        value = data.get(name, default)
-        if value is None:
-            if default is None:
-                self.error(f"{path}.{name}", "is required")
-            return default
-        if not isinstance(value, str):
-            self.error(f"{path}.{name}", "must be a string (quote numbers and booleans in YAML)")
-            return None
-        return value
-
-    def text(self, data: dict, name: str, path: str, *, default: str = "") -> str:
-        """Free text (a name, a description, a hypothesis): any string without the characters of _NOT_IN_TEXT."""
-        value = self.string(data, name, path, default=default)
-        if value is None or not self.characters_allowed(value, f"{path}.{name}", _NOT_IN_TEXT, "tab and line breaks"):
-            return default
-        return value
-
-    def characters_allowed(self, value: str, path: str, forbidden: re.Pattern, except_: str | None = None) -> bool:
-        """Whether value is free of `forbidden`; if not, an error naming the first such character and where."""
-        found = forbidden.search(value)
-        if found is None:
-            return True
-        char, position = found.group(), found.start() + 1
-        if "\ud800" <= char <= "\udfff":
-            self.error(path, f"must be valid Unicode: a lone surrogate U+{ord(char):04X} at character {position}")
-        else:
-            allowed = f" other than {except_}" if except_ else ""
-            why = "the database cannot store NUL" if char == "\x00" else "invisible where the text is shown"
-            self.error(
-                path, f"must not contain control characters{allowed}: U+{ord(char):04X} at character {position} ({why})"
-            )
-        return False
-
-    def resource_id(self, data: dict, name: str, path: str, *, default: str | None = None) -> str | None:
-        value = self.string(data, name, path, default=default)
-        if value is not None and not is_resource_id(value):
-            self.error(f"{path}.{name}", f"must match {RESOURCE_ID_PATTERN}")
-            return None
-        return value
-
-    def choice(self, data: dict, name: str, path: str, choices: list[str], default: str) -> str | None:
-        value = self.string(data, name, path, default=default)
-        if value is not None and value not in choices:
-            self.error(f"{path}.{name}", f"must be one of {', '.join(choices)}")
-            return None
-        return value
-
-
-def _read_metadata(reader: _Reader, document: dict, kind: str) -> tuple[dict, str | None, str, str, int | None]:
-    metadata = reader.mapping(document.get("metadata"), "metadata", METADATA_FIELDS[kind])
-    key = reader.resource_id(metadata, "id", "metadata")
-    name = reader.text(metadata, "name", "metadata", default=key or "") or key or ""
-    if len(name) > 200:
-        reader.error("metadata.name", "must be at most 200 characters")
-    description = reader.text(metadata, "description", "metadata")
-    version = metadata.get("resourceVersion")
-    if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
-        reader.error("metadata.resourceVersion", "must be a positive integer")
-        version = None
-    return metadata, key, name, description, version
-
-
-def _read_variants(reader: _Reader, value: Any) -> tuple[VariantSpec, ...]:
+def _read_variants(reader: Reader, value: Any) -> tuple[VariantSpec, ...]:
     if not isinstance(value, list):
         reader.error("spec.variants", "is required and must be a list")
         return ()
@@ -339,7 +231,7 @@ def _read_variants(reader: _Reader, value: Any) -> tuple[VariantSpec, ...]:
     return tuple(variants)
 
 
-def _read_attributes(reader: _Reader, value: Any) -> tuple[tuple[str, str], ...]:
+def _read_attributes(reader: Reader, value: Any) -> tuple[tuple[str, str], ...]:
     """spec.attributes of a subject type: up to 50 {name, type}, names unique (compared exactly)."""
     if value is None:
         return ()
@@ -368,7 +260,7 @@ def _read_attributes(reader: _Reader, value: Any) -> tuple[tuple[str, str], ...]
     return tuple(attributes)
 
 
-def _read_time(reader: _Reader, value: Any, path: str) -> datetime | None:
+def _read_time(reader: Reader, value: Any, path: str) -> datetime | None:
     """An ISO 8601 time with its offset (YAML may already have read an unquoted one as a timestamp)."""
     if isinstance(value, str):
         try:
@@ -392,7 +284,7 @@ def _read_time(reader: _Reader, value: Any, path: str) -> datetime | None:
     return value
 
 
-def _read_enrollment(reader: _Reader, value: Any) -> tuple[datetime | None, datetime | None]:
+def _read_enrollment(reader: Reader, value: Any) -> tuple[datetime | None, datetime | None]:
     if value is None:
         return None, None
     data = reader.mapping(value, "spec.enrollment", ENROLLMENT_FIELDS)
@@ -403,7 +295,7 @@ def _read_enrollment(reader: _Reader, value: Any) -> tuple[datetime | None, date
     return start, stop
 
 
-def _read_operand(reader: _Reader, operator: str, value: Any, path: str) -> bool:
+def _read_operand(reader: Reader, operator: str, value: Any, path: str) -> bool:
     """Whether a condition's VALUE has a shape its operator can take; whether it fits the attribute's
     type is checked at apply, against the subject type's declaration (gates.targeting_problems)."""
     if operator == "exists":
@@ -429,7 +321,7 @@ def _read_operand(reader: _Reader, operator: str, value: Any, path: str) -> bool
     return True
 
 
-def _read_condition(reader: _Reader, value: Any, path: str) -> dict[str, Any] | None:
+def _read_condition(reader: Reader, value: Any, path: str) -> dict[str, Any] | None:
     allowed = {"attribute", *gates.OPERATORS}
     data = reader.mapping(value, path, allowed)
     if not isinstance(value, dict):
@@ -453,7 +345,7 @@ def _read_condition(reader: _Reader, value: Any, path: str) -> dict[str, Any] | 
     return {"attribute": name, operator: data[operator]}
 
 
-def _read_targeting(reader: _Reader, value: Any) -> list[dict[str, Any]] | None:
+def _read_targeting(reader: Reader, value: Any) -> list[dict[str, Any]] | None:
     """spec.targeting: 1 to 20 conditions that must all hold, each {attribute, OPERATOR: VALUE} or
     {anyOf: [1 to 20 such conditions]} (one level deep)."""
     if value is None:
@@ -489,7 +381,7 @@ def _read_targeting(reader: _Reader, value: Any) -> list[dict[str, Any]] | None:
     return documents
 
 
-def _read_coverage(reader: _Reader, value: Any) -> float:
+def _read_coverage(reader: Reader, value: Any) -> float:
     if value is None:
         return 1.0
     if not gates.is_number(value) or not 0 <= value <= 1:
@@ -498,18 +390,14 @@ def _read_coverage(reader: _Reader, value: Any) -> float:
     return float(value)
 
 
-def _read_experiment(reader: _Reader, document: dict) -> ExperimentSpec | None:
-    metadata, key, name, description, version = _read_metadata(reader, document, "experiment")
+def _read_experiment(reader: Reader, document: dict) -> ExperimentSpec | None:
+    metadata, key, name, description, version = read_metadata(reader, document, METADATA_FIELDS["experiment"])
     status = reader.choice(metadata, "status", "metadata", Experiment.Status.values, Experiment.Status.DRAFT)
     lab = reader.resource_id(metadata, "parentId", "metadata", default=DEFAULT_LAB_ID)
     spec = reader.mapping(document.get("spec"), "spec", EXPERIMENT_SPEC_FIELDS)
     subject_type = reader.resource_id(spec, "subjectType", "spec")
     hypothesis = reader.text(spec, "hypothesis", "spec")
-    salt = spec.get("salt")
-    if salt is not None and (not isinstance(salt, str) or not salt or len(salt) > 200):
-        reader.error("spec.salt", "must be a non-empty string of at most 200 characters")
-    elif salt is not None:
-        reader.characters_allowed(salt, "spec.salt", _NOT_IN_SALT)
+    salt = reader.salt(spec, "spec")
     winner = spec.get("winningVariant")
     if winner is not None and not isinstance(winner, str):
         reader.error("spec.winningVariant", "must be a string")
@@ -520,6 +408,10 @@ def _read_experiment(reader: _Reader, document: dict) -> ExperimentSpec | None:
     start_at, stop_at = _read_enrollment(reader, spec.get("enrollment"))
     targeting = _read_targeting(reader, spec.get("targeting"))
     coverage = _read_coverage(reader, spec.get("coverage"))
+    placement = layers.placement_read(reader, spec.get("layer"))
+    listed_holdouts = (
+        None if "holdouts" not in spec else reader.resource_ids(spec["holdouts"], "spec.holdouts", "holdout")
+    )
     if status == Experiment.Status.WINNER_DECLARED and winner is None:
         reader.error("spec.winningVariant", "is required when status is winner_declared")
     if status != Experiment.Status.WINNER_DECLARED and winner is not None:
@@ -545,11 +437,13 @@ def _read_experiment(reader: _Reader, document: dict) -> ExperimentSpec | None:
         enrollment_stop_at=stop_at,
         targeting=targeting,
         coverage=coverage,
+        layer=placement,
+        holdouts=listed_holdouts,
         version=version,
     )
 
 
-def _read_document(reader: _Reader, document: Any) -> ResourceSpec | None:
+def _read_document(reader: Reader, document: Any) -> ResourceSpec | None:
     document = reader.mapping(document, "", TOP_FIELDS)
     if not document:
         if not reader.errors:
@@ -564,9 +458,13 @@ def _read_document(reader: _Reader, document: Any) -> ResourceSpec | None:
         return None
     if kind == "experiment":
         return _read_experiment(reader, document)
+    if kind == "layer":
+        return layers.layer_read(reader, document)
+    if kind == "holdout":
+        return holdouts.holdout_read(reader, document)
     if "spec" in document and kind != "subjecttype":
         reader.error("spec", f"a {kind} has no spec")
-    metadata, key, name, description, version = _read_metadata(reader, document, kind)
+    metadata, key, name, description, version = read_metadata(reader, document, METADATA_FIELDS[kind])
     if kind == "subjecttype":
         status = reader.choice(metadata, "status", "metadata", SubjectType.Status.values, SubjectType.Status.ACTIVE)
         spec = reader.mapping(document.get("spec", {}), "spec", SUBJECT_TYPE_SPEC_FIELDS)
@@ -610,7 +508,7 @@ def resources_parse(text: str, *, file: str) -> list[ResourceSpec]:
 def resource_read(document: Any, *, source: Source) -> ResourceSpec:
     """One parsed document (a YAML document, or one the admin built from a form) as a spec;
     raises ResourceInvalid listing every problem."""
-    reader = _Reader(source)
+    reader = Reader(source)
     spec = _read_document(reader, document)
     if reader.errors or spec is None:
         raise ResourceInvalid(reader.errors)
@@ -618,13 +516,21 @@ def resource_read(document: Any, *, source: Source) -> ResourceSpec:
 
 
 def resources_check_unique(specs: list[ResourceSpec]) -> None:
-    """A resource may be defined once per apply, its ID compared ignoring case."""
-    first: dict[tuple[str, str], Source] = {}
+    """A resource may be defined once per apply, its ID compared ignoring case; experiments and holdouts
+    share their IDs."""
+    first: dict[tuple[str, str], ResourceSpec] = {}
     errors = []
     for spec in specs:
-        seen = first.setdefault((spec.kind, spec.key.lower()), spec.source)
-        if seen != spec.source:
-            message = f"{spec.kind} {spec.key!r} is already defined in {seen}"
+        namespace = "experiment" if spec.kind == "holdout" else spec.kind
+        seen = first.setdefault((namespace, spec.key.lower()), spec)
+        if seen.kind != spec.kind:
+            message = (
+                f"{spec.kind} {spec.key!r} is already defined in {seen.source} as {kind_with_article(seen.kind)} "
+                "(experiments and holdouts share IDs)"
+            )
+            errors.append(ResourceProblem(str(spec.source), "metadata.id", message))
+        elif seen is not spec:
+            message = f"{spec.kind} {spec.key!r} is already defined in {seen.source}"
             errors.append(ResourceProblem(str(spec.source), "metadata.id", message))
     if errors:
         raise ResourceInvalid(errors)
@@ -635,15 +541,19 @@ def _without_version(document: dict) -> dict:
     return document
 
 
-def resource_document(resource: SubjectType | Lab | Experiment, *, with_version: bool = True) -> dict:
+def resource_document(resource: SubjectType | Lab | Layer | Experiment, *, with_version: bool = True) -> dict:
     """The resource as the document export_resources writes; without its resourceVersion
     for the history, which records the version beside the document."""
     if isinstance(resource, SubjectType):
         document = _subject_type_document(resource)
     elif isinstance(resource, Lab):
         document = _lab_document(resource)
+    elif isinstance(resource, Layer):
+        document = layers.layer_document(resource)
+    elif resource.kind == Experiment.Kind.HOLDOUT:
+        document = holdouts.holdout_document(resource)
     else:
-        document = _experiment_document(resource)
+        document = _experiment_document(resource, holdouts.holdout_keys([resource]).get(resource.pk, []))
     return document if with_version else _without_version(document)
 
 
@@ -681,7 +591,8 @@ def _lab_document(lab: Lab) -> dict:
     }
 
 
-def _experiment_document(experiment: Experiment) -> dict:
+def _experiment_document(experiment: Experiment, holdout_keys: list[str]) -> dict:
+    """`holdout_keys`: the IDs of the holdouts covering it, in order (holdouts.holdout_keys)."""
     variants = []
     for variant in experiment.variants.all():
         item: dict[str, Any] = {"id": variant.key}
@@ -700,7 +611,13 @@ def _experiment_document(experiment: Experiment) -> dict:
     if experiment.winning_variant is not None:
         spec["winningVariant"] = experiment.winning_variant.key
     spec["followLinks"] = experiment.follow_links
-    spec.update(experiment_population(experiment))
+    population = experiment_population(experiment)
+    # The order of the YAML: enrollment, holdouts, layer, targeting, coverage.
+    if "enrollment" in population:
+        spec["enrollment"] = population.pop("enrollment")
+    if holdout_keys:
+        spec["holdouts"] = holdout_keys
+    spec.update(population)
     spec["variants"] = variants
     return {
         "schemaVersion": SCHEMA_VERSION,
@@ -722,6 +639,7 @@ def experiment_population(experiment: Experiment) -> dict[str, Any]:
     return population_document(
         start_at=experiment.enrollment_start_at,
         stop_at=experiment.enrollment_stop_at,
+        layer=None if experiment.layer_id is None else (experiment.layer.key, ranges_from(experiment.slots)),
         targeting=experiment.targeting,
         coverage=experiment.coverage,
     )
@@ -734,11 +652,25 @@ def resources_export(*, kind: str | None = None) -> str:
         documents += [_subject_type_document(s) for s in SubjectType.objects.order_by("key")]
     if kind in (None, "lab"):
         documents += [_lab_document(lab) for lab in Lab.objects.order_by("key")]
-    if kind in (None, "experiment"):
-        experiments = (
-            Experiment.objects.select_related("lab", "subject_type", "winning_variant")
+    if kind in (None, "layer"):
+        documents += [
+            layers.layer_document(layer) for layer in Layer.objects.select_related("subject_type").order_by("key")
+        ]
+    if kind in (None, "holdout"):
+        stored = (
+            Experiment.objects.filter(kind=Experiment.Kind.HOLDOUT)
+            .select_related("subject_type")
             .prefetch_related("variants")
             .order_by("key")
         )
-        documents += [_experiment_document(experiment) for experiment in experiments]
+        documents += [holdouts.holdout_document(holdout) for holdout in stored]
+    if kind in (None, "experiment"):
+        experiments = (
+            Experiment.objects.filter(kind=Experiment.Kind.EXPERIMENT)
+            .select_related("lab", "subject_type", "winning_variant", "layer")
+            .prefetch_related("variants")
+            .order_by("key")
+        )
+        keys = holdouts.holdout_keys(experiments)
+        documents += [_experiment_document(experiment, keys.get(experiment.pk, [])) for experiment in experiments]
     return yaml.safe_dump_all(documents, sort_keys=False, allow_unicode=True, explicit_start=True)

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from django.db.models import Max, QuerySet, Sum
+from django.db.models import Max, Q, QuerySet, Sum
 
 from assignments.cache import CATALOG, experiment_catalog, experiment_states, subject_types
 from assignments.errors import UnknownSubjectType
-from assignments.gates import Gates
+from assignments.gates import Gates, LayerSlots
 from assignments.hashing import Allocation
-from assignments.models import Cohort, Experiment, SubjectType, Variant, is_resource_id
+from assignments.models import Cohort, Experiment, ExperimentHoldout, Layer, SubjectType, Variant, is_resource_id
+from assignments.slots import ranges_from
 
 # The statuses in which an experiment answers with a variant.
 RUNNING_STATUSES = (Experiment.Status.ACTIVE, Experiment.Status.WINNER_DECLARED)
@@ -19,12 +20,14 @@ RUNNING_STATUSES = (Experiment.Status.ACTIVE, Experiment.Status.WINNER_DECLARED)
 
 @dataclass(frozen=True)
 class ExperimentState:
-    """What the hot path needs to answer for one experiment, loaded in one go and cached.
+    """What the hot path needs to answer for one experiment (or holdout), loaded in one go and cached.
 
     `version` is the experiment's resource_version, which every apply that changes
     the experiment, its variants or its splits raises; the hot path compares it
     with the stored one in a statement it runs anyway, so a cached state is never
-    used once stale.
+    used once stale. A state that also depends on other resources, its holdouts'
+    status or its layer's salt, is checked against experiment_catalog_version
+    instead, `catalog_version` as read before it was loaded.
     """
 
     pk: int
@@ -41,6 +44,20 @@ class ExperimentState:
     control_pk: int
     subject_type_key: str
     gates: Gates
+    kind: str = Experiment.Kind.EXPERIMENT
+    catalog_version: int = 0
+    # Every holdout covering the experiment, in the order listed; their states, for the active ones.
+    holdout_pks: tuple[int, ...] = ()
+    holdouts: tuple[ExperimentState, ...] = ()
+
+    @property
+    def checked_by_catalog(self) -> bool:
+        return bool(self.holdout_pks) or self.gates.layer is not None
+
+    @property
+    def screened(self) -> bool:
+        """Whether any gate may keep a new subject out."""
+        return self.gates.any or bool(self.holdouts)
 
     def variant_pk_for(self, subject_id: str) -> int:
         return self.allocation.variant_for(self.salt, subject_id)
@@ -57,14 +74,24 @@ def experiment_cohort_current(*, experiment_pk: int) -> int:
 
 
 def experiment_states_load(experiments: QuerySet[Experiment]) -> list[ExperimentState]:
-    """The current state of each of these experiments, in two queries however many they are.
+    """The current state of each of these experiments, with the states of the holdouts covering them,
+    in a few queries however many they are.
 
-    The experiments (with their current cohort) are read before their variants: a
-    change committed in between is newer than the versions read, so the hot path's
-    version check finds it stale and loads it again.
+    The catalog version is read first and the experiments (with their current
+    cohort) before their variants: a change committed in between is newer than the
+    versions read, so the hot path's version check finds it stale and loads it again.
     """
+    catalog_version = experiment_catalog_version()
+    covering: dict[int, list[int]] = defaultdict(list)
+    for experiment_pk, holdout_pk in ExperimentHoldout.objects.filter(
+        experiment__in=experiments.values("pk")
+    ).values_list("experiment", "holdout"):
+        covering[experiment_pk].append(holdout_pk)
+    wanted = Experiment.objects.filter(
+        Q(pk__in=experiments.values("pk")) | Q(pk__in={pk for pks in covering.values() for pk in pks})
+    )
     rows = list(
-        experiments.annotate(current_cohort=Max("cohorts__number")).values_list(
+        wanted.annotate(current_cohort=Max("cohorts__number")).values_list(
             "pk",
             "key",
             "resource_version",
@@ -80,6 +107,9 @@ def experiment_states_load(experiments: QuerySet[Experiment]) -> list[Experiment
             "enrollment_stop_at",
             "targeting",
             "coverage",
+            "kind",
+            "layer__salt",
+            "slots",
         )
     )
     if not rows:
@@ -87,15 +117,15 @@ def experiment_states_load(experiments: QuerySet[Experiment]) -> list[Experiment
     variants: dict[int, list[tuple[int, str, float]]] = defaultdict(list)
     controls: dict[int, int] = {}
     for experiment_pk, pk, key, split, is_control in (
-        Variant.objects.filter(experiment__in=experiments.values("pk"))
+        Variant.objects.filter(experiment__in=[row[0] for row in rows])
         .order_by("experiment", "position")
         .values_list("experiment", "pk", "key", "split", "is_control")
     ):
         variants[experiment_pk].append((pk, key, split))
         if is_control:
             controls[experiment_pk] = pk
-    return [
-        ExperimentState(
+    states = {
+        pk: ExperimentState(
             pk=pk,
             key=key,
             version=version,
@@ -112,10 +142,13 @@ def experiment_states_load(experiments: QuerySet[Experiment]) -> list[Experiment
             gates=Gates.configured(
                 start_at=start_at,
                 stop_at=stop_at,
+                layer=None if layer_salt is None else LayerSlots(salt=layer_salt, ranges=ranges_from(slots)),
                 targeting=targeting,
                 attribute_types={attribute["name"]: attribute["type"] for attribute in attributes},
                 coverage=coverage,
             ),
+            kind=kind,
+            catalog_version=catalog_version,
         )
         for (
             pk,
@@ -133,16 +166,33 @@ def experiment_states_load(experiments: QuerySet[Experiment]) -> list[Experiment
             stop_at,
             targeting,
             coverage,
+            kind,
+            layer_salt,
+            slots,
         ) in rows
-    ]
+    }
+    for pk, holdout_pks in covering.items():
+        states[pk] = replace(
+            states[pk],
+            holdout_pks=tuple(holdout_pks),
+            holdouts=tuple(
+                states[holdout_pk]
+                for holdout_pk in holdout_pks
+                if states[holdout_pk].status == Experiment.Status.ACTIVE
+            ),
+        )
+    return list(states.values())
 
 
 def experiment_state_load(*, experiment_id: str) -> ExperimentState | None:
-    """The experiment's current state from the database, or None if no experiment has that ID."""
+    """The experiment's current state from the database, or None if no experiment has that ID
+    (a holdout's included: the assignment endpoints do not answer for holdouts)."""
     if not is_resource_id(experiment_id):
         return None
-    states = experiment_states_load(Experiment.objects.get_ci_all(experiment_id))
-    return states[0] if states else None
+    states = experiment_states_load(
+        Experiment.objects.get_ci_all(experiment_id).filter(kind=Experiment.Kind.EXPERIMENT)
+    )
+    return next((state for state in states if state.kind == Experiment.Kind.EXPERIMENT), None)
 
 
 def experiment_state_get(*, experiment_id: str, bypass_cache: bool = False) -> ExperimentState | None:
@@ -157,13 +207,15 @@ def experiment_state_get(*, experiment_id: str, bypass_cache: bool = False) -> E
 
 
 def experiment_catalog_version() -> int:
-    """A number that grows with every change of any experiment: the sum of their resource versions.
+    """A number that grows with every change of any experiment, holdout or layer: the sum of their
+    resource versions.
 
-    Experiments are never deleted, a new one adds its version, and every real change
-    raises one experiment's version, so the sum moves whenever anything that the
-    catalog holds changes.
+    They are never deleted, a new one adds its version, and every real change raises
+    one resource's version, so the sum moves whenever anything that the catalog holds
+    changes. storage.py's catalog head row computes the same sum.
     """
-    return Experiment.objects.aggregate(total=Sum("resource_version"))["total"] or 0
+    experiments = Experiment.objects.aggregate(total=Sum("resource_version"))["total"] or 0
+    return experiments + (Layer.objects.aggregate(total=Sum("resource_version"))["total"] or 0)
 
 
 @dataclass(frozen=True)
@@ -171,6 +223,7 @@ class ExperimentCatalog:
     """Every experiment's state, for POST /assignments, which names many experiments or none."""
 
     version: int
+    # Experiments only: the assignment endpoints do not answer for holdouts.
     by_key: dict[str, ExperimentState]
     # Ordered by lower-cased experiment ID: the order of an answer for all running experiments.
     ordered: tuple[ExperimentState, ...]
@@ -188,18 +241,20 @@ class ExperimentCatalog:
 
 
 def experiment_catalog_load() -> ExperimentCatalog:
-    """Every experiment's state, in two queries."""
-    ordered = sorted(experiment_states_load(Experiment.objects.all()), key=lambda state: state.key.lower())
-    # experiment_catalog_version of the rows just read, in the statement that read them.
+    """Every experiment's state, in a few queries."""
+    states = experiment_states_load(Experiment.objects.filter(kind=Experiment.Kind.EXPERIMENT))
+    ordered = sorted(
+        (state for state in states if state.kind == Experiment.Kind.EXPERIMENT), key=lambda state: state.key.lower()
+    )
     return ExperimentCatalog(
-        version=sum(state.version for state in ordered),
+        version=states[0].catalog_version if states else experiment_catalog_version(),
         by_key={state.key.lower(): state for state in ordered},
         ordered=tuple(ordered),
     )
 
 
 def experiment_catalog_get(*, bypass_cache: bool = False) -> ExperimentCatalog:
-    """The catalog from this process's cache, loaded on a miss (two queries however many experiments there are).
+    """The catalog from this process's cache, loaded on a miss (a few queries however many experiments there are).
 
     The caller checks its `version` against experiment_catalog_version in a statement
     it runs anyway, and asks again with `bypass_cache` when it moved, so an experiment

@@ -39,13 +39,15 @@ TABLE = "assignments_assignment"
 # The first row of a fetch tells the caller whether its cached state is stale, at no
 # extra round trip; its other columns are NULL. For one experiment it is that
 # experiment's resource_version (no row at all: the experiment is gone); for the
-# catalog of every experiment, experiment_catalog_version.
+# catalog of every experiment, or an experiment that depends on its holdouts or its
+# layer, experiment_catalog_version (selectors.py).
 POSTGRES_HEAD_EXPERIMENT = """
 SELECT NULL::bigint, NULL::text, NULL::bigint, e.resource_version::bigint FROM assignments_experiment e WHERE e.id = %s
 """
 POSTGRES_HEAD_CATALOG = """
-SELECT NULL::bigint, NULL::text, NULL::bigint, coalesce(sum(e.resource_version), 0)::bigint
-FROM assignments_experiment e
+SELECT NULL::bigint, NULL::text, NULL::bigint,
+       ((SELECT coalesce(sum(e.resource_version), 0) FROM assignments_experiment e)
+        + (SELECT coalesce(sum(l.resource_version), 0) FROM assignments_layer l))::bigint
 """
 
 # The subjects travel as one JSON object, {"<experiment pk>": ["<subject ID>", ...], ...}.
@@ -81,7 +83,11 @@ RETURNING experiment_id, subject_id, variant_id
 """
 
 SQLITE_HEAD_EXPERIMENT = "SELECT NULL, NULL, NULL, e.resource_version FROM assignments_experiment e WHERE e.id = %s"
-SQLITE_HEAD_CATALOG = "SELECT NULL, NULL, NULL, coalesce(sum(e.resource_version), 0) FROM assignments_experiment e"
+SQLITE_HEAD_CATALOG = """
+SELECT NULL, NULL, NULL,
+       (SELECT coalesce(sum(e.resource_version), 0) FROM assignments_experiment e)
+       + (SELECT coalesce(sum(l.resource_version), 0) FROM assignments_layer l)
+"""
 
 SQLITE_FETCH = """
 UNION ALL

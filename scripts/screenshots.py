@@ -21,6 +21,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -38,6 +39,31 @@ EXPERIMENT = "checkout-button"
 LOOKUP_USER = "user-0001"
 # Assigned the other variant than LOOKUP_USER (by the hash of the demo salt), so the lookup shows both.
 LINKED_USER = "user-0004"
+# Who enters EXPERIMENT's second cohort, set after its two weeks of everyone: the example of
+# docs/how-to/staff-console.md, so the picture beside it shows the sentence it quotes.
+TARGETING = [
+    {"attribute": "country", "in": ["DE", "AT"]},
+    {"anyOf": [{"attribute": "plan", "equals": "pro"}, {"attribute": "seats", "gte": 10}]},
+]
+COVERAGE = 0.2
+# TARGETING and COVERAGE as the experiment page must state them; the window follows it.
+RULE = "20 % of users with country in [DE, AT] and (plan is pro or seats ≥ 10), between "
+# New users asked for after the gates are set, with attributes; about 50 pass the targeting and the coverage.
+GATED_SUBJECTS = 600
+# A second experiment of users that targets and that LOOKUP_USER has not entered: the lookup,
+# which knows no attributes, can only say what its answer depends on.
+TARGETED_EXPERIMENT = "onboarding-tour"
+TARGETED_DOCUMENT = {
+    "schemaVersion": 1,
+    "kind": "experiment",
+    "metadata": {"id": TARGETED_EXPERIMENT, "name": "Guided onboarding tour", "status": "active", "parentId": "growth"},
+    "spec": {
+        "subjectType": "user",
+        "hypothesis": "A guided tour helps free users of the new app finish their setup",
+        "targeting": [{"attribute": "plan", "equals": "free"}, {"attribute": "appVersion", "gte": "2.3"}],
+        "variants": [{"id": "control", "control": True, "split": 0.5}, {"id": "tour", "split": 0.5}],
+    },
+}
 WIDTH = 1400
 HEIGHT = 1000
 # Beyond this a full-page capture is cut: a runaway page should not make a huge PNG.
@@ -46,6 +72,18 @@ MAX_HEIGHT = 6000
 
 class PageProblem(Exception):
     """A page did not show what its screenshot is meant to show."""
+
+
+@dataclass(frozen=True)
+class Seeded:
+    experiment_pk: int
+    subject_type_pk: int
+    # (name, type) of each attribute the subject type declares, as its page must list them.
+    attributes: list[tuple[str, str]]
+    # Assignments per day (oldest first), before the gates.
+    per_day: list[tuple[str, int]]
+    # How many of GATED_SUBJECTS the gates let in.
+    entered: int
 
 
 def configure_environment(workdir: Path) -> None:
@@ -68,11 +106,9 @@ def configure_environment(workdir: Path) -> None:
     )
 
 
-def seed(password: str) -> tuple[int, list[tuple[str, int]]]:
-    """The demo configuration, a staff user, two weeks of assignments and a few identifier links.
-
-    Returns the experiment's pk and the assignments made per day (oldest first).
-    """
+def seed(password: str) -> Seeded:
+    """The demo configuration, a staff user, two weeks of assignments, then the gates and the users
+    they let in, and a few identifier links."""
     import django
 
     django.setup()
@@ -83,7 +119,9 @@ def seed(password: str) -> tuple[int, list[tuple[str, int]]]:
     from django.utils import timezone
 
     from assignments.assigning import assign_subjects
+    from assignments.configuring import Actor, resources_apply
     from assignments.models import Assignment, Experiment
+    from assignments.resources import Source, resource_document, resource_read
     from idlinks.services import Identifier, id_link_create
 
     call_command("migrate", interactive=False, verbosity=0)
@@ -94,6 +132,8 @@ def seed(password: str) -> tuple[int, list[tuple[str, int]]]:
     # Fixed seed: the same curve on every run, so a changed screenshot means a changed page.
     rng = random.Random(20240601)  # noqa: S311 - picture data, not a secret
     now = timezone.now()
+    # The chart's days are UTC days: each batch is placed from its day's midnight, whatever the hour of the run.
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
     per_day = []
     next_user = 1
     for days_ago in range(13, -1, -1):
@@ -104,11 +144,35 @@ def seed(password: str) -> tuple[int, list[tuple[str, int]]]:
         subject_ids = [f"user-{n:04d}" for n in range(next_user, next_user + count)]
         next_user += count
         assign_subjects(experiment_id=EXPERIMENT, subject_ids=subject_ids)
-        # assign_subjects stamps "now"; the update moves the batch to its day, and the
-        # triggers on the assignments table move its daily counts with it.
-        created_at = now - timedelta(days=days_ago, minutes=rng.randint(0, 600))
+        # assign_subjects stamps "now"; the update moves the batch to its day (today's not into
+        # the future), and the triggers on the assignments table move its daily counts with it.
+        created_at = min(midnight - timedelta(days=days_ago) + timedelta(minutes=rng.randint(0, 600)), now)
         Assignment.objects.filter(experiment=experiment, subject_id__in=subject_ids).update(created_at=created_at)
         per_day.append((created_at.date().isoformat(), count))
+
+    # The gates come after two weeks of everyone, so the experiment has a cohort of each to state in words.
+    checkout = resource_document(experiment, with_version=False)
+    checkout["spec"].update(
+        enrollment={"startAt": midnight, "stopAt": midnight + timedelta(weeks=4)},
+        targeting=TARGETING,
+        coverage=COVERAGE,
+    )
+    specs = [
+        resource_read(document, source=Source(__file__, number))
+        for number, document in enumerate([checkout, TARGETED_DOCUMENT], start=1)
+    ]
+    for result in resources_apply(specs=specs, actor=Actor.command()):
+        print(result, flush=True)
+    gated = [f"user-{n:04d}" for n in range(next_user, next_user + GATED_SUBJECTS)]
+    attributes = {
+        subject_id: {
+            "country": rng.choice(["DE", "AT", "FR", "US"]),
+            "plan": rng.choice(["free", "pro"]),
+            "seats": rng.randint(1, 25),
+        }
+        for subject_id in gated
+    }
+    excluded = assign_subjects(experiment_id=EXPERIMENT, subject_ids=gated, attributes=attributes).excluded
 
     # user-0001 - cookie-7f3a - user-0004 (depth 2), and a second cookie on user-0001.
     links = [
@@ -118,8 +182,15 @@ def seed(password: str) -> tuple[int, list[tuple[str, int]]]:
     ]
     for first, second in links:
         id_link_create(first=Identifier(*first), second=Identifier(*second))
+    subject_type = experiment.subject_type
     connections.close_all()
-    return experiment.pk, per_day
+    return Seeded(
+        experiment_pk=experiment.pk,
+        subject_type_pk=subject_type.pk,
+        attributes=[(attribute["name"], attribute["type"]) for attribute in subject_type.attributes],
+        per_day=per_day,
+        entered=len(gated) - len(excluded),
+    )
 
 
 def start_server(workdir: Path, port: int) -> subprocess.Popen:
@@ -213,7 +284,10 @@ def log_in(driver, base: str, password: str) -> None:
     open_page(driver, f"{base}/admin/login/?next=/admin/")
     driver.find_element(By.NAME, "username").send_keys("admin")
     driver.find_element(By.NAME, "password").send_keys(password)
+    old_page = driver.find_element(By.TAG_NAME, "html")
     driver.find_element(By.CSS_SELECTOR, "#login-form [type=submit]").click()
+    # The click can return before the next page is in: checking at once sometimes found no user tools yet.
+    _wait_for_new_page(driver, old_page)
     if not driver.find_elements(By.ID, "user-tools"):
         raise PageProblem(f"logging in failed: still at {driver.current_url}")
 
@@ -268,13 +342,43 @@ def page_text(driver) -> str:
     return driver.find_element(By.TAG_NAME, "body").text
 
 
+def shown_text(scope, selector: str) -> str:
+    """The text of the first element in scope (the page or an element) matching selector, "" if there is
+    none: a missing part is then a PageProblem naming it, not an exception that stops the run."""
+    from selenium.webdriver.common.by import By
+
+    elements = scope.find_elements(By.CSS_SELECTOR, selector)
+    return elements[0].text if elements else ""
+
+
+def field_value(scope, selector: str) -> str:
+    """The value of the first input, select or textarea in scope matching selector, "" if there is none."""
+    from selenium.webdriver.common.by import By
+
+    elements = scope.find_elements(By.CSS_SELECTOR, selector)
+    return (elements[0].get_attribute("value") or "") if elements else ""
+
+
 def experiment_page(driver, base: str, experiment_pk: int, path: Path) -> None:
     from selenium.webdriver.common.by import By
 
     open_page(driver, f"{base}/admin/assignments/experiment/{experiment_pk}/change/")
     save_page(driver, path)
-    if not driver.find_elements(By.CSS_SELECTOR, "#content svg"):
-        raise PageProblem("the experiment page has no SVG chart (no health panel?)")
+    cohorts = shown_text(driver, "#cohorts-group")
+    shown = {
+        "an SVG chart (no health panel?)": bool(driver.find_elements(By.CSS_SELECTOR, "#content svg")),
+        f"'{RULE}...' as who may enter now": RULE in shown_text(driver, "#population"),
+        "the enrollment window's fields": all(
+            field_value(driver, f"[name={name}]") for name in ("enrollment_start_at", "enrollment_stop_at")
+        ),
+        "the targeting's field": "anyOf" in field_value(driver, "[name=targeting]"),
+        f"coverage {COVERAGE}": field_value(driver, "[name=coverage]") == str(COVERAGE),
+        "cohort 1 as every user": "every user" in cohorts,
+        "cohort 2 with its rule": RULE in cohorts,
+    }
+    missing = [part for part, ok in shown.items() if not ok]
+    if missing:
+        raise PageProblem(f"the experiment page does not show {', '.join(missing)}")
 
 
 def split_input(driver):
@@ -306,13 +410,14 @@ def rejected_split(driver, base: str, experiment_pk: int, path: Path) -> None:
     if not errors:
         save_page(driver, path)
         raise PageProblem(f"saving splits that sum to 1.2 showed no error (now at {driver.current_url})")
-    # From the form's error note down to the variants, where the reason is.
+    # From the form's error note down to the variants, where the reason is; with who may enter now
+    # above the note, whole (its sentence can take two lines), so the cut falls between elements.
     variants = split_input(driver).find_element(By.XPATH, "ancestor::*[contains(@class, 'inline-group')]")
     variants_id = variants.get_attribute("id")
     save_page(
         driver,
         path,
-        from_selector=".errornote, .errorlist",
+        from_selector="#population, .errornote, .errorlist",
         to_selector=f"#{variants_id}" if variants_id else None,
     )
 
@@ -337,8 +442,32 @@ def subject_lookup(driver, base: str, path: Path) -> None:
     save_page(driver, path)
     text = page_text(driver)
     missing = [wanted for wanted in (LOOKUP_USER, "cookie-7f3a", LINKED_USER, EXPERIMENT) if wanted not in text]
+    running = shown_text(driver, "#running-experiments")
+    targeted = ", ".join(condition["attribute"] for condition in TARGETED_DOCUMENT["spec"]["targeting"])
+    missing += [
+        wanted
+        for wanted in (
+            f"{EXPERIMENT} active control",
+            f"{TARGETED_EXPERIMENT} active depends on attributes: {targeted}",
+        )
+        if wanted not in running
+    ]
     if missing:
         raise PageProblem(f"the subject lookup does not show {', '.join(missing)}")
+
+
+def subject_type_page(driver, base: str, subject_type_pk: int, attributes: list[tuple[str, str]], path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    open_page(driver, f"{base}/admin/assignments/subjecttype/{subject_type_pk}/change/")
+    save_page(driver, path)
+    rows = [
+        (field_value(row, "[name$='-name']"), field_value(row, "[name$='-type']"))
+        for row in driver.find_elements(By.CSS_SELECTOR, "#declared-attributes tbody tr")
+    ]
+    # The declared ones first, in order, then blank rows to add more.
+    if not attributes or rows[: len(attributes)] != attributes:
+        raise PageProblem(f"the subject type's page lists the attributes {rows}, not {attributes}")
 
 
 def main() -> int:
@@ -360,8 +489,9 @@ def main() -> int:
         configure_environment(workdir)
         password = secrets.token_urlsafe(16)
         print("== seeding a throwaway database", flush=True)
-        experiment_pk, per_day = seed(password)
-        print("   assignments per day: " + ", ".join(f"{day[5:]}={count}" for day, count in per_day), flush=True)
+        seeded = seed(password)
+        print("   assignments per day: " + ", ".join(f"{day[5:]}={count}" for day, count in seeded.per_day), flush=True)
+        print(f"   then the gates let in {seeded.entered} of {GATED_SUBJECTS} new users", flush=True)
         port = free_port()
         print(f"== starting the server on 127.0.0.1:{port}", flush=True)
         server = start_server(workdir, port)
@@ -370,9 +500,13 @@ def main() -> int:
         driver = start_browser(workdir)
         log_in(driver, base, password)
         pages = [
-            ("experiment-page.png", lambda path: experiment_page(driver, base, experiment_pk, path)),
-            ("rejected-split.png", lambda path: rejected_split(driver, base, experiment_pk, path)),
+            ("experiment-page.png", lambda path: experiment_page(driver, base, seeded.experiment_pk, path)),
+            ("rejected-split.png", lambda path: rejected_split(driver, base, seeded.experiment_pk, path)),
             ("subject-lookup.png", lambda path: subject_lookup(driver, base, path)),
+            (
+                "subject-type.png",
+                lambda path: subject_type_page(driver, base, seeded.subject_type_pk, seeded.attributes, path),
+            ),
         ]
         # Every page is tried even after one fails: one run reports all that is wrong.
         for name, take in pages:

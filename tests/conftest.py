@@ -11,9 +11,11 @@ from django.db import connection
 from hypothesis import settings as hypothesis_settings
 
 from assignments.distribution import citus_version
+from assignments.models import Experiment
 from core.cache import caches_clear
 from tests.helpers.api import ApiClient
-from tests.helpers.resources import DEMO_RESOURCES, apply_resources
+from tests.helpers.assignments import assigned_store
+from tests.helpers.resources import DEMO_RESOURCES, apply_resources, holdout, subject_type
 from tokens.models import Role
 from tokens.services import api_token_create
 
@@ -67,6 +69,16 @@ def _fresh_caches():
 def demo_config(db):
     """The subject types `user` and `cookie` and the active experiment `checkout-button` (50/50)."""
     apply_resources(*DEMO_RESOURCES)
+
+
+@pytest.fixture
+def holdout_members(db) -> Experiment:
+    """The active holdout `h1` on users (5 % held out), with `u1` and `u3` held out and `u2` in general, stored
+    as requests would have."""
+    apply_resources(subject_type("user"), holdout("h1"))
+    for subject_id, variant in [("u1", "held_out"), ("u2", "general"), ("u3", "held_out")]:
+        assigned_store("h1", subject_id, variant)
+    return Experiment.objects.get(key="h1")
 
 
 @pytest.fixture

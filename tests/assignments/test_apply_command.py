@@ -157,7 +157,8 @@ def test_apply_resources__errors_in_several_files__all_reported(db, tmp_path):
         run(first, second)
 
     assert f"{first}: document 1: metadata.colour: unknown field" in str(caught.value)
-    assert f"{second}: document 1: kind: must be one of subjecttype, lab, experiment" in str(caught.value)
+    kinds = "subjecttype, lab, layer, holdout, experiment"
+    assert f"{second}: document 1: kind: must be one of {kinds}" in str(caught.value)
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from assignments.cache import experiment_states
-from tests.helpers.resources import apply_resources, experiment
+from assignments.models import Assignment
+from tests.helpers.resources import apply_resources, experiment, subject_type
 
 PATH = "/experiment-assignments"
 
@@ -73,3 +74,72 @@ def test_assign__repeat_request_for_existing_subjects__one_read_and_no_write(api
     # Then
     assert response.status_code == 200
     assert [query["sql"].split()[0] for query in captured.captured_queries] == ["SELECT"]
+
+
+# Gates that exclude some subjects of each batch for each reason they can give, read from the cached state.
+OPEN = {"startAt": "2020-01-01T00:00:00Z", "stopAt": "2999-01-01T00:00:00Z"}
+TARGETING = [{"attribute": "country", "in": ["DE", "AT"]}]
+GATED_USER = subject_type("user", attributes={"country": "string"})
+
+
+def gated_statements(api, path: str, body: dict) -> int:
+    with CaptureQueriesContext(connection) as captured:
+        response = api.post(path, body)
+    assert response.status_code == 200, response.content
+    return len(captured.captured_queries)
+
+
+def countries(subject_ids: list[str]) -> dict[str, dict[str, str]]:
+    """Half German, a quarter French (not targeted), a quarter with no attributes (attributes_missing)."""
+    return {
+        subject_id: {"country": "DE"} if index % 2 else {"country": "FR"}
+        for index, subject_id in enumerate(subject_ids)
+        if index % 4
+    }
+
+
+@pytest.mark.parametrize("size", [1, 1000])
+def test_assign__gates__no_statement_more_than_the_same_batch_without(api, size):
+    # Given the same experiment without gates, then with a window, targeting and coverage
+    apply_resources(GATED_USER, experiment("checkout-button"))
+    gated_statements(api, PATH, {"experiment_id": "checkout-button", "subject_ids": ["warm-up"]})
+    plain = [f"plain-{index}" for index in range(size)]
+    without = gated_statements(
+        api, PATH, {"experiment_id": "checkout-button", "subject_ids": plain, "attributes": countries(plain)}
+    )
+    apply_resources(GATED_USER, experiment("checkout-button", enrollment=OPEN, targeting=TARGETING, coverage=0.5))
+    gated_statements(api, PATH, {"experiment_id": "checkout-button", "subject_ids": ["warm-up-2"]})
+
+    # When a batch of new subjects, some of them excluded by each gate, asks
+    subject_ids = [f"gated-{index}" for index in range(size)]
+    body = {"experiment_id": "checkout-button", "subject_ids": subject_ids, "attributes": countries(subject_ids)}
+    with_gates = gated_statements(api, PATH, body)
+
+    # Then the gates cost no statement, and asking again (some stored, the rest excluded again) is one read
+    assert with_gates <= without
+    if size == 1000:
+        assert with_gates == without
+    assert gated_statements(api, PATH, body) == 1
+
+
+def test_assignments__gates__same_statements_as_without(api):
+    # Given two experiments of one subject type, one without gates and one with all three
+    apply_resources(
+        GATED_USER,
+        experiment("plain"),
+        experiment("gated", enrollment=OPEN, targeting=TARGETING, coverage=0.999),
+    )
+    for key in ("plain", "gated"):
+        gated_statements(api, "/assignments", {"subject": {"user": "warm-up"}, "experiments": [key]})
+
+    # When one new subject who passes every gate asks for each
+    without = gated_statements(
+        api, "/assignments", {"subject": {"user": "u-1"}, "experiments": ["plain"], "attributes": {"country": "DE"}}
+    )
+    with_gates = gated_statements(
+        api, "/assignments", {"subject": {"user": "u-2"}, "experiments": ["gated"], "attributes": {"country": "DE"}}
+    )
+
+    # Then the gates cost no statement, for a subject they let in
+    assert with_gates == without
+    assert Assignment.objects.filter(experiment__key="gated", subject_id="u-2").exists()

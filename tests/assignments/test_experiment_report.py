@@ -291,3 +291,13 @@ def test_report_process__known_and_unknown__exit_codes_and_output_streams(checko
     assert unknown.returncode == 1
     assert unknown.stdout == b""
     assert b"no experiment has the ID 'nope'" in unknown.stderr
+
+
+def test_report__holdout__counts_and_expected_shares_of_held_out_and_general(holdout_members):
+    body = report_json("h1")
+
+    (cohort,) = body["cohorts"]
+    assert [(line["variant_id"], line["assignments"], line["expected_share"]) for line in cohort["variants"]] == [
+        ("held_out", 2, 0.05),
+        ("general", 1, 0.95),
+    ]

@@ -455,3 +455,15 @@ def test_export_process__piped_to_head__stops_quietly_exit_0(checkout, export_fo
     # Then the command stops there as `git log | head` does: its own exit status 0, nothing on stderr
     assert (result.returncode, result.stderr) == (0, b"")
     assert len(result.stdout.splitlines()) == 3
+
+
+def test_export__holdout__its_memberships_like_any_experiments_assignments(holdout_members):
+    stdout, _ = export("--experiment", "h1")
+
+    rows = csv_rows(stdout)
+    assert rows[0] == HEADER
+    assert sorted((row[0], row[1], row[2], row[3], row[5]) for row in rows[1:]) == [
+        ("h1", "u1", "held_out", "1", "hashed"),
+        ("h1", "u2", "general", "1", "hashed"),
+        ("h1", "u3", "held_out", "1", "hashed"),
+    ]

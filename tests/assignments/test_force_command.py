@@ -201,6 +201,17 @@ def test_force__reason_not_valid_unicode__refused_and_nothing_stored(checkout):
     assert Assignment.objects.count() == 0
 
 
+def test_force__holdout__refused_and_nothing_stored(holdout_members):
+    stdout = io.StringIO()
+
+    with pytest.raises(CommandError) as caught:
+        call_command("force_assignments", "--experiment", "H1", "--variant", "held_out", "u9", stdout=stdout)
+
+    assert str(caught.value) == "nothing forced: 'h1' is a holdout: its members are drawn, never forced"
+    assert stdout.getvalue() == ""
+    assert Assignment.objects.filter(experiment=holdout_members).count() == 3
+
+
 # What a forced assignment does elsewhere
 
 
@@ -277,6 +288,16 @@ def test_force_process__success_and_refusals__exit_codes_and_streams(checkout):
     assert b"is ended" in ended.stderr
     assert b"no variant 'nope'" in bad_variant.stderr
     assert sorted(Assignment.objects.values_list("subject_id", flat=True)) == ["hashed-one", "u1"]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_force_process__holdout__exit_1_message_nothing_stored(holdout_members):
+    result = run_manage("force_assignments", "--experiment", "h1", "--variant", "general", "u2", "u9")
+
+    assert (result.returncode, result.stdout) == (1, b"")
+    assert result.stderr == b"CommandError: nothing forced: 'h1' is a holdout: its members are drawn, never forced\n"
+    assert Assignment.objects.filter(experiment=holdout_members).count() == 3
 
 
 @pytest.mark.postgres

@@ -122,7 +122,7 @@ def test_targeting__any_of__holds_when_one_holds_missing_only_when_none_of_its_a
 
 def test_gates__nothing_configured__let_everyone_in_and_say_so():
     assert Gates().any is False
-    assert Gates().screen({}, START) is None
+    assert Gates().screen("s-1", {}, START) is None
     assert Gates().covers(SCALE - 1)
 
 
@@ -130,10 +130,10 @@ def test_window__start_inclusive_stop_exclusive():
     window = Gates(start_at=START, stop_at=STOP)
     tick = timedelta(microseconds=1)
 
-    assert window.screen({}, START - tick) == gates.ENROLLMENT_NOT_STARTED
-    assert window.screen({}, START) is None
-    assert window.screen({}, STOP - tick) is None
-    assert window.screen({}, STOP) == gates.ENROLLMENT_CLOSED
+    assert window.screen("s-1", {}, START - tick) == gates.ENROLLMENT_NOT_STARTED
+    assert window.screen("s-1", {}, START) is None
+    assert window.screen("s-1", {}, STOP - tick) is None
+    assert window.screen("s-1", {}, STOP) == gates.ENROLLMENT_CLOSED
 
 
 def test_screen__window_closed_and_not_targeted__the_window_first():
@@ -145,8 +145,8 @@ def test_screen__window_closed_and_not_targeted__the_window_first():
         coverage=1.0,
     )
 
-    assert both.screen({"country": "FR"}, STOP) == gates.ENROLLMENT_CLOSED
-    assert both.screen({"country": "FR"}, START - timedelta(days=1)) == gates.NOT_TARGETED
+    assert both.screen("s-1", {"country": "FR"}, STOP) == gates.ENROLLMENT_CLOSED
+    assert both.screen("s-1", {"country": "FR"}, START - timedelta(days=1)) == gates.NOT_TARGETED
 
 
 def test_coverage__draw_compared_exactly_with_ceil_coverage_times_2_to_the_64():

@@ -412,6 +412,16 @@ def test_import__unknown_experiment__command_error(db, tmp_path):
         import_command(str(path), "--experiment", "missing")
 
 
+def test_import__holdout__refused_before_reading_the_file_and_nothing_stored(holdout_members, tmp_path):
+    path = csv_file(tmp_path, "subject_id,variant_id\nu9,held_out\n")
+
+    with pytest.raises(CommandError) as caught:
+        import_command(str(path), "--experiment", "h1")
+
+    assert str(caught.value) == "nothing imported: 'h1' is a holdout: its members are drawn, never imported"
+    assert Assignment.objects.filter(experiment=holdout_members).count() == 3
+
+
 def test_import__missing_file__command_error_naming_it(checkout, tmp_path):
     with pytest.raises(CommandError, match=r"cannot read .*nowhere\.csv: No such file or directory"):
         import_command(str(tmp_path / "nowhere.csv"), "--experiment", "checkout-button")

@@ -7,20 +7,21 @@ from __future__ import annotations
 import datetime as dt
 import io
 import math
-from pathlib import Path
 
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import call_command
 
 from assignments.models import Cohort, Experiment, ResourceChange, SubjectType
 from assignments.resources import ResourceInvalid
-from tests.helpers.database import all_table_text
 from tests.helpers.processes import run_manage
 from tests.helpers.resources import (
+    apply_file,
     apply_resources,
     apply_yaml,
+    database_rows,
     experiment,
     lab,
+    refusal,
     split_variants,
     subject_type,
     yaml_documents,
@@ -62,31 +63,6 @@ def condition(attribute_type: str, operator: str) -> dict:
     else:
         value = VALUE_OF_TYPE[attribute_type]
     return {"attribute": ATTRIBUTE_OF_TYPE[attribute_type], operator: value}
-
-
-def apply_file(tmp_path: Path, *documents: dict) -> tuple[str, list[str]]:
-    """apply_resources of one file holding the documents: the file's path and the lines printed."""
-    path = tmp_path / "gates.yaml"
-    path.write_text(yaml_documents(*documents), encoding="utf-8")
-    out = io.StringIO()
-    call_command("apply_resources", str(path), stdout=out)
-    return str(path), out.getvalue().splitlines()
-
-
-def database_rows() -> list[str]:
-    # Sorted: the rows are compared, not the order a table scan happens to return them in.
-    return sorted(all_table_text().splitlines())
-
-
-def refusal(tmp_path: Path, *documents: dict) -> tuple[str, list[str]]:
-    """apply_resources of the documents, refused: the file's path and the error's lines; the database as it was."""
-    before = database_rows()
-    with pytest.raises(CommandError) as caught:
-        apply_file(tmp_path, *documents)
-    assert database_rows() == before, "a refused apply changed the database"
-    lines = str(caught.value).splitlines()
-    assert lines[0] == "resources not applied:"
-    return str(tmp_path / "gates.yaml"), lines[1:]
 
 
 TARGETED_ANY_OF = {"anyOf": [{"attribute": "seats", "gte": 10}, {"attribute": "beta", "equals": True}]}

@@ -6,12 +6,17 @@ line) writes that text inline instead.
 
 from __future__ import annotations
 
+import io
+from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
+from django.core.management import CommandError, call_command
 
 from assignments.configuring import Actor, resources_apply
 from assignments.resources import resources_parse
+from tests.helpers.database import all_table_text
 
 
 def _without_none(fields: dict[str, Any]) -> dict[str, Any]:
@@ -31,6 +36,37 @@ def subject_type(
 
 def lab(key: str, *, name: str | None = None) -> dict:
     return {"schemaVersion": 1, "kind": "lab", "metadata": _without_none({"id": key, "name": name})}
+
+
+def layer(key: str, *, subject_type: str = "user", salt: str | None = None, name: str | None = None) -> dict:
+    """A layer document, on `user` unless told otherwise."""
+    spec = _without_none({"subjectType": subject_type, "salt": salt})
+    return {"schemaVersion": 1, "kind": "layer", "metadata": _without_none({"id": key, "name": name}), "spec": spec}
+
+
+def holdout(
+    key: str,
+    *,
+    subject_type: str = "user",
+    status: str | None = "active",
+    share: float = 0.05,
+    salt: str | None = None,
+    scope: str | dict | None = None,
+    name: str | None = None,
+) -> dict:
+    """A holdout document; active, on `user`, holding out 5 % unless told otherwise. `scope` as the YAML
+    writes it: "all" or {"labs": [...]}."""
+    return {
+        "schemaVersion": 1,
+        "kind": "holdout",
+        "metadata": _without_none({"id": key, "name": name, "status": status}),
+        "spec": _without_none({"subjectType": subject_type, "share": share, "salt": salt, "scope": scope}),
+    }
+
+
+def in_layer(key: str, *slots: list[int]) -> dict:
+    """An experiment's spec.layer: the layer `key` and the slot ranges [start, end] given."""
+    return {"id": key, "slots": list(slots)}
 
 
 def variant(key: str, split: float, *, control: bool = False, name: str | None = None) -> dict:
@@ -60,12 +96,15 @@ def experiment(
     follow_links: bool | None = None,
     variants: list[dict] | None = None,
     enrollment: dict[str, str] | None = None,
+    holdouts: list[str] | None = None,
+    layer: dict | None = None,
     targeting: list[dict] | None = None,
     coverage: float | None = None,
 ) -> dict:
     """An experiment document; active, on `user`, with control_and_green() unless told otherwise.
 
-    `enrollment`, `targeting` and `coverage` are the gates' spec fields as the YAML writes them.
+    `enrollment`, `holdouts`, `layer` (see in_layer), `targeting` and `coverage` are the gates' spec fields
+    as the YAML writes them; None leaves a field out.
     """
     return {
         "schemaVersion": 1,
@@ -79,6 +118,8 @@ def experiment(
                 "winningVariant": winning_variant,
                 "followLinks": follow_links,
                 "enrollment": enrollment,
+                "holdouts": holdouts,
+                "layer": layer,
                 "targeting": targeting,
                 "coverage": coverage,
                 "variants": control_and_green() if variants is None else variants,
@@ -99,6 +140,31 @@ def apply_yaml(text: str, *, dry_run: bool = False):
 def apply_resources(*documents: dict, dry_run: bool = False):
     """Apply the documents as `manage.py apply_resources` would, through the YAML parser."""
     return apply_yaml(yaml_documents(*documents), dry_run=dry_run)
+
+
+def apply_file(tmp_path: Path, *documents: dict) -> tuple[str, list[str]]:
+    """`manage.py apply_resources` of one file holding the documents: the file's path and the lines printed."""
+    path = tmp_path / "resources.yaml"
+    path.write_text(yaml_documents(*documents), encoding="utf-8")
+    out = io.StringIO()
+    call_command("apply_resources", str(path), stdout=out)
+    return str(path), out.getvalue().splitlines()
+
+
+def database_rows() -> list[str]:
+    # Sorted: the rows are compared, not the order a table scan happens to return them in.
+    return sorted(all_table_text().splitlines())
+
+
+def refusal(tmp_path: Path, *documents: dict) -> tuple[str, list[str]]:
+    """apply_file of the documents, refused: the file's path and the error's lines; the database as it was."""
+    before = database_rows()
+    with pytest.raises(CommandError) as caught:
+        apply_file(tmp_path, *documents)
+    assert database_rows() == before, "a refused apply changed the database"
+    lines = str(caught.value).splitlines()
+    assert lines[0] == "resources not applied:"
+    return str(tmp_path / "resources.yaml"), lines[1:]
 
 
 # The demo configuration: subject types `user` and `cookie`, the active experiment `checkout-button` (50/50).

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from django.core.management.base import CommandError
 
-from assignments.importing import ImportInvalid, assignments_import
+from assignments.importing import ImportInvalid, ImportRefused, assignments_import
 from assignments.selectors import experiment_get_ci
 from core.commands import ServiceCommand
 from core.progress import progress_bar
@@ -41,6 +41,8 @@ class Command(ServiceCommand):
                 result = assignments_import(
                     path=file, experiment=found, atomic=atomic, on_validated=validated, on_batch=bar.update
                 )
+        except ImportRefused as exc:
+            raise CommandError(f"nothing imported: {exc}") from None
         except ImportInvalid as exc:
             raise CommandError(f"{file}: nothing imported, {exc.total} error(s):\n{exc}") from None
         except OSError as exc:
