@@ -20,7 +20,9 @@ DO NOTHING, with the subject types read once.
 For experiments with gates (the scenarios that send attributes) the floors do the
 gates' work as they do the formula's, in Python with assignments/gates.py and the
 configuration read once: the new subjects the gates keep out get the control, their
-reason and no row, so every target inserts the same rows as the service.
+reason and no row, so every target inserts the same rows as the service. They know the
+window, the targeting and the coverage, not layers and holdouts, which no experiment of
+the bench has.
 
 On a Citus coordinator (assignments distributed, bench/run hot-path --citus-workers) every
 assignment scenario sends storage.py's statements, with the fetch and the insert
@@ -40,7 +42,7 @@ import orjson
 import psycopg
 
 from assignments.distribution import ASSIGNMENTS_DISTRIBUTED, CITUS_INSTALLED
-from assignments.gates import Gates, entered
+from assignments.gates import OUTSIDE_COVERAGE, Gates, covered_variant
 from assignments.hashing import Allocation
 from assignments.linking import link_graph, linked_first, walk_params
 from assignments.storage import FETCH, POSTGRES_INSERT, POSTGRES_LINK_GRAPH, citus_insert
@@ -234,13 +236,15 @@ def pairs_store(
     if not missing:
         return stored, set(), {}
     now = datetime.now(UTC)
-    # Gates 1 to 4 first, as the service screens them: only the subjects they let through are walked.
+    # Gates 1 to 4 first, as the service screens them (the window once per experiment): only the
+    # subjects they let through are walked.
     sent = attributes or {}
+    windows = {pk: by_pk[pk].gates.window_reason(now) for pk in subjects}
     entering = []
     excluded: Excluded = {}
     for pk, subject_id in missing:
         gates = by_pk[pk].gates
-        reason = gates.screen(sent.get(subject_id, {}), now) if gates.any else None
+        reason = (windows[pk] or gates.screen_open(subject_id, sent.get(subject_id, {}))) if gates.any else None
         if reason is None:
             entering.append((pk, subject_id))
         else:
@@ -256,22 +260,14 @@ def pairs_store(
         variant_pk = linked.get((pk, subject_id))
         if variant_pk is not None:
             rows.append([pk, subject_id, variant_pk, experiment.cohort, "linked"])
-        elif not experiment.gates.any:
-            rows.append(
-                [
-                    pk,
-                    subject_id,
-                    experiment.allocation.variant_for(experiment.salt, subject_id),
-                    experiment.cohort,
-                    "hashed",
-                ]
-            )
+            continue
+        variant_pk = covered_variant(
+            experiment.gates, experiment.allocation, salt=experiment.salt, subject_id=subject_id
+        )
+        if variant_pk is None:
+            excluded[(pk, subject_id)] = OUTSIDE_COVERAGE
         else:
-            decision = entered(experiment.gates, experiment.allocation, salt=experiment.salt, subject_id=subject_id)
-            if decision.reason is None:
-                rows.append([pk, subject_id, decision.variant, experiment.cohort, "hashed"])
-            else:
-                excluded[(pk, subject_id)] = decision.reason
+            rows.append([pk, subject_id, variant_pk, experiment.cohort, "hashed"])
     if not rows:
         return stored, set(), excluded
     if assignments_distributed(connection):
