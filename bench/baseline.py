@@ -17,6 +17,13 @@ walk of each subject, as the service does) for experiments that follow links,
 then the insert. An identifier link is the service's one INSERT ... ON CONFLICT
 DO NOTHING, with the subject types read once.
 
+For experiments with gates (the scenarios that send attributes) the floors do the
+gates' work as they do the formula's, in Python with assignments/gates.py and the
+configuration read once: the new subjects the gates keep out get the control, their
+reason and no row, so every target inserts the same rows as the service. They know the
+window, the targeting and the coverage, not layers and holdouts, which no experiment of
+the bench has.
+
 On a Citus coordinator (assignments distributed, bench/run hot-path --citus-workers) every
 assignment scenario sends storage.py's statements, with the fetch and the insert
 in their Citus forms: Citus refuses the PostgreSQL fetch, and sends the array fetch to every
@@ -27,7 +34,7 @@ followLinks scenarios are not for a Citus run: Citus refuses POSTGRES_LINK_GRAPH
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -35,10 +42,12 @@ import orjson
 import psycopg
 
 from assignments.distribution import ASSIGNMENTS_DISTRIBUTED, CITUS_INSTALLED
+from assignments.gates import OUTSIDE_COVERAGE, Gates, covered_variant
 from assignments.hashing import Allocation
 from assignments.linking import link_graph, linked_first, walk_params
 from assignments.storage import FETCH, POSTGRES_INSERT, POSTGRES_LINK_GRAPH, citus_insert
-from bench.scenarios import ASSIGN, EXPERIMENT_ID, LINK, SUBJECT, Scenario, SubjectIds
+from bench.exclusions import excluded_expected
+from bench.scenarios import ASSIGN, EXPERIMENT_ID, LINK, SUBJECT, Scenario, SubjectIds, attributes_sent
 from idlinks.storage import INSERT as LINK_INSERT
 
 FETCH_ARRAYS = """
@@ -57,13 +66,20 @@ RETURNING subject_id, variant_id
 """
 
 EXPERIMENTS = """
-SELECT e.id, e.key, e.status, e.salt, e.subject_type_id, e.follow_links, coalesce(max(c.number), 1)
-FROM assignments_experiment e LEFT JOIN assignments_cohort c ON c.experiment_id = e.id
-GROUP BY e.id
+SELECT e.id, e.key, e.status, e.salt, e.subject_type_id, e.follow_links, coalesce(max(c.number), 1),
+       e.enrollment_start_at, e.enrollment_stop_at, e.targeting, e.coverage, t.attributes
+FROM assignments_experiment e
+JOIN assignments_subjecttype t ON t.id = e.subject_type_id
+LEFT JOIN assignments_cohort c ON c.experiment_id = e.id
+GROUP BY e.id, t.id
 """
 
 # (experiment pk, subject ID) -> variant pk
 Stored = dict[tuple[int, str], int]
+# (experiment pk, subject ID) -> the reason a gate kept the subject out
+Excluded = dict[tuple[int, str], str]
+# Subject ID -> the attributes sent for it
+Attributes = Mapping[str, Mapping[str, object]]
 
 
 @dataclass(frozen=True)
@@ -77,17 +93,35 @@ class Experiment:
     follow_links: bool
     allocation: Allocation[int]
     variant_keys: dict[int, str]
+    control_key: str
+    gates: Gates
 
 
 def experiments_read(connection: psycopg.Connection) -> dict[str, Experiment]:
     """Every experiment, by lower-cased ID: what the hot path needs, read once (the service caches the same)."""
     variants: dict[int, list[tuple[int, str, float]]] = {}
-    for experiment_pk, pk, key, split in connection.execute(
-        "SELECT experiment_id, id, key, split FROM assignments_variant ORDER BY experiment_id, position"
+    controls: dict[int, str] = {}
+    for experiment_pk, pk, key, split, is_control in connection.execute(
+        "SELECT experiment_id, id, key, split, is_control FROM assignments_variant ORDER BY experiment_id, position"
     ):
         variants.setdefault(experiment_pk, []).append((pk, key, split))
+        if is_control:
+            controls[experiment_pk] = key
     experiments = {}
-    for pk, key, status, salt, subject_type_pk, follow_links, cohort in connection.execute(EXPERIMENTS):
+    for (
+        pk,
+        key,
+        status,
+        salt,
+        subject_type_pk,
+        follow_links,
+        cohort,
+        start_at,
+        stop_at,
+        targeting,
+        coverage,
+        attributes,
+    ) in connection.execute(EXPERIMENTS):
         experiments[key.lower()] = Experiment(
             pk=pk,
             key=key,
@@ -98,6 +132,14 @@ def experiments_read(connection: psycopg.Connection) -> dict[str, Experiment]:
             follow_links=follow_links,
             allocation=Allocation([(variant_pk, split) for variant_pk, _, split in variants.get(pk, [])]),
             variant_keys={variant_pk: variant_key for variant_pk, variant_key, _ in variants.get(pk, [])},
+            control_key=controls[pk],
+            gates=Gates.configured(
+                start_at=start_at,
+                stop_at=stop_at,
+                targeting=targeting,
+                attribute_types={attribute["name"]: attribute["type"] for attribute in attributes},
+                coverage=coverage,
+            ),
         )
     return experiments
 
@@ -176,11 +218,13 @@ def pairs_store(
     subjects: dict[int, list[str]],
     *,
     experiment_pk: int | None = None,
-) -> tuple[Stored, set[tuple[int, str]]]:
-    """The stored variant pk of every (experiment pk, subject ID) pair asked, storing the missing ones, with
-    assignments/storage.py's statements: fetch, the link walk for the experiments that follow links (a linked
-    identifier's assignment carried over, source `linked`), insert, and a re-read of conflict losers only.
-    Returns them and the pairs this call stored."""
+    attributes: Attributes | None = None,
+) -> tuple[Stored, set[tuple[int, str]], Excluded]:
+    """The stored variant pk of every (experiment pk, subject ID) pair asked, storing the missing ones that the
+    gates let in (from `attributes`), with assignments/storage.py's statements: fetch, the link walk for the
+    experiments that follow links (a linked identifier's assignment carried over, source `linked`), insert,
+    and a re-read of conflict losers only. Returns them, the pairs this call stored and those the gates kept
+    out, each with its reason."""
     by_pk = {experiment.pk: experiment for experiment in experiments}
     stored = pairs_fetch(connection, subjects, experiment_pk=experiment_pk)
     missing = sorted(
@@ -190,29 +234,42 @@ def pairs_store(
         if (pk, subject_id) not in stored
     )
     if not missing:
-        return stored, set()
-    following = [(pk, by_pk[pk].subject_type_pk, subject_id) for pk, subject_id in missing if by_pk[pk].follow_links]
+        return stored, set(), {}
+    now = datetime.now(UTC)
+    # Gates 1 to 4 first, as the service screens them (the window once per experiment): only the
+    # subjects they let through are walked.
+    sent = attributes or {}
+    windows = {pk: by_pk[pk].gates.window_reason(now) for pk in subjects}
+    entering = []
+    excluded: Excluded = {}
+    for pk, subject_id in missing:
+        gates = by_pk[pk].gates
+        reason = (windows[pk] or gates.screen_open(subject_id, sent.get(subject_id, {}))) if gates.any else None
+        if reason is None:
+            entering.append((pk, subject_id))
+        else:
+            excluded[(pk, subject_id)] = reason
+    following = [(pk, by_pk[pk].subject_type_pk, subject_id) for pk, subject_id in entering if by_pk[pk].follow_links]
     linked: Stored = {}
     if following:
         graph = link_graph(connection.execute(POSTGRES_LINK_GRAPH, walk_params(following)))
         linked = linked_first(following, graph).variants
     rows = []
-    for pk, subject_id in missing:
+    for pk, subject_id in entering:
         experiment = by_pk[pk]
         variant_pk = linked.get((pk, subject_id))
-        if variant_pk is None:
-            rows.append(
-                [
-                    pk,
-                    subject_id,
-                    experiment.allocation.variant_for(experiment.salt, subject_id),
-                    experiment.cohort,
-                    "hashed",
-                ]
-            )
-        else:
+        if variant_pk is not None:
             rows.append([pk, subject_id, variant_pk, experiment.cohort, "linked"])
-    now = datetime.now(UTC)
+            continue
+        variant_pk = covered_variant(
+            experiment.gates, experiment.allocation, salt=experiment.salt, subject_id=subject_id
+        )
+        if variant_pk is None:
+            excluded[(pk, subject_id)] = OUTSIDE_COVERAGE
+        else:
+            rows.append([pk, subject_id, variant_pk, experiment.cohort, "hashed"])
+    if not rows:
+        return stored, set(), excluded
     if assignments_distributed(connection):
         cursor = connection.execute(*citus_insert(rows, now))
     else:
@@ -220,12 +277,12 @@ def pairs_store(
     inserted = {(pk, subject_id): variant_pk for pk, subject_id, variant_pk in cursor}
     stored.update(inserted)
     lost: dict[int, list[str]] = {}
-    for pk, subject_id in missing:
+    for pk, subject_id, *_ in rows:
         if (pk, subject_id) not in inserted:
             lost.setdefault(pk, []).append(subject_id)
     if lost:
         stored.update(pairs_fetch(connection, lost, experiment_pk=experiment_pk))
-    return stored, set(inserted)
+    return stored, set(inserted), excluded
 
 
 def subject_types_read(connection: psycopg.Connection) -> dict[str, int]:
@@ -262,31 +319,71 @@ class BaselineWorker:
         self.experiments = [catalog[key.lower()] for key in named]
         self.array_statements = not scenario.service_sql and not assignments_distributed(self.connection)
 
-    def prepare(self) -> list[str]:
-        return self.subject_ids.next_batch()
+    def prepare(self) -> tuple[list[str], Attributes]:
+        ids = self.subject_ids.next_batch()
+        return ids, attributes_sent(self.scenario, ids)
 
-    def send(self, request: list[str]) -> dict[str, str] | None:
+    def send(self, request: tuple[list[str], Attributes]) -> tuple[dict[str, str], dict[str, str]] | None:
+        """The variant ID by subject ID (by experiment ID for POST /assignments), the control for those the gates
+        kept out, and the reason of each of those."""
+        ids, attributes = request
         if self.scenario.kind == LINK:
-            return link_store(self.connection, link_pair(self.subject_types, request[0]))
+            return link_store(self.connection, link_pair(self.subject_types, ids[0]))
         if self.scenario.kind == SUBJECT:
             # One user in each experiment named; the fetch's head is the catalog's version, as the service's.
-            stored, _ = pairs_store(
-                self.connection, self.experiments, {experiment.pk: request for experiment in self.experiments}
+            stored, _, excluded = pairs_store(
+                self.connection,
+                self.experiments,
+                {experiment.pk: ids for experiment in self.experiments},
+                attributes=attributes,
             )
-            return {e.key: e.variant_keys[stored[(e.pk, request[0])]] for e in self.experiments}
+            return (
+                {e.key: e.variant_keys[stored[(e.pk, ids[0])]] for e in self.experiments if (e.pk, ids[0]) in stored},
+                {e.key: excluded[(e.pk, ids[0])] for e in self.experiments if (e.pk, ids[0]) in excluded},
+            )
         (experiment,) = self.experiments
         if self.array_statements:
-            return assignments_store(self.connection, experiment, request)
-        distinct = list(dict.fromkeys(request))
-        stored, _ = pairs_store(self.connection, [experiment], {experiment.pk: distinct}, experiment_pk=experiment.pk)
-        return {subject_id: experiment.variant_keys[stored[(experiment.pk, subject_id)]] for subject_id in distinct}
+            return assignments_store(self.connection, experiment, ids), {}
+        distinct = list(dict.fromkeys(ids))
+        stored, _, excluded = pairs_store(
+            self.connection, [experiment], {experiment.pk: distinct}, experiment_pk=experiment.pk, attributes=attributes
+        )
+        return (
+            {
+                subject_id: experiment.variant_keys[stored[(experiment.pk, subject_id)]]
+                if (experiment.pk, subject_id) in stored
+                else experiment.control_key
+                for subject_id in distinct
+            },
+            {subject_id: reason for (_, subject_id), reason in excluded.items()},
+        )
 
-    def check(self, request: list[str], answer: dict[str, str] | None) -> int:
-        if self.scenario.kind == ASSIGN and answer.keys() != set(request):
-            raise AssertionError(f"{len(answer)} assignments for {len(set(request))} subjects")
-        if self.scenario.kind == SUBJECT and answer.keys() != set(self.scenario.experiments):
-            raise AssertionError(f"{len(answer)} assignments for {len(self.scenario.experiments)} experiments")
-        return len(request)
+    def check(self, request: tuple[list[str], Attributes], answer: tuple[dict[str, str], dict[str, str]] | None) -> int:
+        ids = request[0]
+        if self.scenario.kind == LINK:
+            return len(ids)
+        assignments, excluded = answer
+        expected = {
+            experiment.key: excluded_expected(
+                gates=experiment.gates,
+                allocation=experiment.allocation,
+                salt=experiment.salt,
+                ids=ids,
+                profiles=self.scenario.attributes,
+            )
+            for experiment in self.experiments
+        }
+        if self.scenario.kind == ASSIGN:
+            (kept_out,) = expected.values()
+            if assignments.keys() != set(ids):
+                raise AssertionError(f"{len(assignments)} assignments for {len(set(ids))} subjects")
+        else:
+            kept_out = {key: reasons[ids[0]] for key, reasons in expected.items() if reasons}
+            if assignments.keys() | excluded.keys() != {experiment.key for experiment in self.experiments}:
+                raise AssertionError(f"{len(assignments)} assignments for {len(self.experiments)} experiments")
+        if excluded != kept_out:
+            raise AssertionError(f"{len(excluded)} kept out where the gates keep out {len(kept_out)}")
+        return len(ids)
 
     def close(self) -> None:
         self.connection.close()

@@ -5,15 +5,21 @@ front of a deployment does (deploy/gunicorn.conf.py's gthread workers keep it
 alive); a server that answers `Connection: close` gets a new loopback connection
 per request. The assignment and link requests carry the proxy token, /healthz none.
 POST /assignments asks for one user in the scenario's experiments, by name.
+Bodies are written and answers read with orjson, as the service reads and writes
+them: the clients share the cores with the servers, and a batch with attributes
+would cost the standard library's json a millisecond of them per request.
 """
 
 from __future__ import annotations
 
 import http.client
-import json
 from typing import Any
 
-from bench.scenarios import ASSIGN, HEALTHZ, LINK, SUBJECT, Scenario, SubjectIds
+import orjson
+
+from bench.baseline import Experiment
+from bench.exclusions import excluded_expected
+from bench.scenarios import ASSIGN, HEALTHZ, LINK, SUBJECT, Scenario, SubjectIds, attributes_sent
 
 PATHS = {ASSIGN: "/experiment-assignments", SUBJECT: "/assignments", LINK: "/id-link", HEALTHZ: "/healthz"}
 
@@ -25,22 +31,38 @@ class UnexpectedAnswer(Exception):
 def request_body(scenario: Scenario, ids: list[str]) -> bytes | None:
     """The JSON body of the scenario's request for these subject IDs; None for a GET."""
     if scenario.kind == ASSIGN:
-        return json.dumps({"experiment_id": scenario.experiment_id, "subject_ids": ids}).encode()
+        body: dict[str, Any] = {"experiment_id": scenario.experiment_id, "subject_ids": ids}
+        if scenario.attributes:
+            body["attributes"] = attributes_sent(scenario, ids)
+        return orjson.dumps(body)
     if scenario.kind == SUBJECT:
-        return json.dumps(
-            {"subject": {"user": ids[0]}, "experiments": list(scenario.experiments), "assign": True}
-        ).encode()
+        body = {"subject": {"user": ids[0]}, "experiments": list(scenario.experiments), "assign": True}
+        if scenario.attributes:
+            body["attributes"] = scenario.attributes[0]
+        return orjson.dumps(body)
     if scenario.kind == LINK:
         identifiers = [{"subject_type": "user", "subject_id": ids[0]}, {"subject_type": "cookie", "subject_id": ids[0]}]
-        return json.dumps({"identifiers": identifiers}).encode()
+        return orjson.dumps({"identifiers": identifiers})
     return None
 
 
 class HttpWorker:
-    def __init__(self, *, host: str, port: int, token: str, scenario: Scenario, subject_ids: SubjectIds) -> None:
+    def __init__(
+        self,
+        *,
+        host: str,
+        port: int,
+        token: str,
+        scenario: Scenario,
+        subject_ids: SubjectIds,
+        experiments: list[Experiment],
+    ) -> None:
+        """`experiments`: the configuration of the experiments the scenario asks, which its answers are checked
+        against (the ones its gates keep out)."""
         self.connection = http.client.HTTPConnection(host, port, timeout=60)
         self.scenario = scenario
         self.subject_ids = subject_ids
+        self.experiments = experiments
         self.path = PATHS[scenario.kind]
         self.headers = (
             {} if scenario.kind == HEALTHZ else {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
@@ -61,21 +83,46 @@ class HttpWorker:
         status, body = answer
         if status != 200:
             raise UnexpectedAnswer(f"HTTP {status}: {body[:300]!r}")
-        content: Any = json.loads(body)
+        content: Any = orjson.loads(body)
         if self.scenario.kind == ASSIGN:
+            (experiment,) = self.experiments
             expected = set(request[0])
             if content["assignments"].keys() != expected:
                 raise UnexpectedAnswer(f"{len(content['assignments'])} assignments for {len(expected)} subjects")
+            # Every subject is new: the gates keep out those they should, and those get the control.
+            excluded = content.get("excluded", {})
+            if excluded != self._excluded(experiment, request[0]):
+                raise UnexpectedAnswer(f"excluded {len(excluded)} subjects, not as the gates decide")
+            if any(content["assignments"][subject_id] != experiment.control_key for subject_id in excluded):
+                raise UnexpectedAnswer("an excluded subject without the control")
         elif self.scenario.kind == SUBJECT:
-            # A new user: every experiment named is assigned, by this request.
-            expected = set(self.scenario.experiments)
-            if content["assignments"].keys() != expected or set(content["new_assignments"]) != expected:
-                raise UnexpectedAnswer(f"for {len(expected)} experiments: {body[:300]!r}")
+            # A new user: every experiment named is assigned by this request, but those whose gates keep it out.
+            excluded = {
+                experiment.key: reason
+                for experiment in self.experiments
+                for reason in self._excluded(experiment, request[0]).values()
+            }
+            expected = {experiment.key for experiment in self.experiments} - excluded.keys()
+            if (
+                content["assignments"].keys() != expected
+                or set(content["new_assignments"]) != expected
+                or content["unassigned"] != excluded
+            ):
+                raise UnexpectedAnswer(f"for {len(self.experiments)} experiments: {body[:300]!r}")
         elif self.scenario.kind == HEALTHZ and content["status"] != "ok":
             raise UnexpectedAnswer(f"health {body[:300]!r}")
         elif self.scenario.kind == LINK and content != {"success": True}:
             raise UnexpectedAnswer(f"link answered {body[:300]!r}")
         return len(request[0])
+
+    def _excluded(self, experiment: Experiment, ids: list[str]) -> dict[str, str]:
+        return excluded_expected(
+            gates=experiment.gates,
+            allocation=experiment.allocation,
+            salt=experiment.salt,
+            ids=ids,
+            profiles=self.scenario.attributes,
+        )
 
     def close(self) -> None:
         self.connection.close()

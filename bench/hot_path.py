@@ -27,7 +27,16 @@ from bench.connections import DEFAULT_MODES
 from bench.links import LinkPool, links_outcome, links_seed
 from bench.preparation import prepared
 from bench.profile import py_spy_path
-from bench.report import as_text, gunicorn_used, machine, main_table, results_write, runs_table, statements_table
+from bench.report import (
+    as_text,
+    gates_table,
+    gunicorn_used,
+    machine,
+    main_table,
+    results_write,
+    runs_table,
+    statements_table,
+)
 from bench.rounds import TARGETS, Bench, HelpFormatter, shared_arguments
 from bench.scenarios import ASSIGN, HEALTHZ, LINK, SCENARIOS, SUBJECT, Scenario, SubjectIds
 from bench.seed import table_state
@@ -45,9 +54,12 @@ scenarios (one request each; new subjects and pairs are new in the database what
   subject-* name bench-user-01 (to 20) of bench/hot_path_resources.yaml for one new user ID.
   1000-new-links and 1000-new-nolinks send the same kind of batch, new cookies of which 1 in 10 is linked
   through a seeded user to an assigned cookie, to banner-copy (followLinks) and to its copy without.
+  *-gated send new users with attributes to bench-gated (targeting, coverage 0.5) or bench-gated-all (the same
+  targeting, coverage 1: every one of them enters), each beside its reference (1-new-user, subject-1,
+  1000-new-user) without gates; the table "With gates and without" compares them round by round.
 
 The defaults run everything: 3 rounds at 16 and at 64 clients on 1,000,000 seeded
-assignments and --linked-users' links, about an hour on 2 cores. A quick look:
+assignments and --linked-users' links, about an hour and a half on 2 cores. A quick look:
   bench/run hot-path --seeded 20000 --duration 3 --warmup 1 --repeat 1 --concurrency 16 --results-name dev
 Both HTTP targets run `gunicorn -c deploy/gunicorn.conf.py` with its defaults except for --workers and
 --threads; other GUNICORN_* variables of the environment (GUNICORN_ACCESS_LOG=true, ...) reach them,
@@ -153,6 +165,7 @@ def main(argv: list[str]) -> int:
             if links is not None:
                 links.update(pool_stored=bench.links.stored, pool_taken=bench.links.taken)
                 links["outcome"] = links_outcome(connection, prefix=bench.run_id)
+            stored_count(connection, runs=runs, prefix=bench.run_id)
         results = {
             "setup": {
                 **ready.setup("hot-path", argv),
@@ -178,6 +191,8 @@ def main(argv: list[str]) -> int:
             "statements": [asdict(count) for count in counts],
         }
         print("\nRaw SQL, minimal app and service (medians over rounds)\n" + as_text(main_table(runs)))
+        if gates_table(runs)[1]:
+            print("\nWith gates and without (medians over rounds)\n" + as_text(gates_table(runs)))
         print("\nEvery run (cpu ms per request: app = gunicorn workers, db = PostgreSQL backends)\n")
         print(as_text(runs_table(runs)))
         if counts:
@@ -195,6 +210,34 @@ def main(argv: list[str]) -> int:
                 "the followLinks scenarios stored a source other than expected; see links in the JSON", file=sys.stderr
             )
         return 1 if failed or not end["counts_exact"] or linked_wrong else 0
+
+
+# The rows each run of a gated scenario and of its reference stored, beside the subjects it sent: the gates
+# keep some out, and a gated batch that stores fewer rows does less work than its reference. The subject IDs
+# of one run are `<its prefix>-<load worker>-<counter>`.
+STORED_BY_RUN = r"""
+SELECT regexp_replace(a.subject_id, '-[0-9]+-[0-9]{10}$', ''), count(*)
+FROM assignments_assignment a
+WHERE a.experiment_id = (SELECT id FROM assignments_experiment WHERE lower(key) = lower(%s)) AND a.subject_id LIKE %s
+GROUP BY 1
+"""
+
+
+def stored_count(connection: psycopg.Connection, *, runs: list[dict], prefix: str) -> None:
+    """Sets `stored_share` of each run of a scenario in the gates table: the rows it stored ÷ the subjects it sent,
+    warm-up included."""
+    compared = {run["scenario"] for run in runs if run["reference"]} | {run["reference"] for run in runs}
+    experiments = {
+        key
+        for scenario in (SCENARIOS[name] for name in compared if name)
+        for key in (scenario.experiments if scenario.kind == SUBJECT else (scenario.experiment_id,))
+    }
+    stored: dict[str, int] = {}
+    for experiment_id in sorted(experiments):
+        stored.update(connection.execute(STORED_BY_RUN, [experiment_id, f"{prefix}-%"]).fetchall())
+    for run in runs:
+        if run["scenario"] in compared and run["subjects_sent"]:
+            run["stored_share"] = stored.get(run["prefix"], 0) / run["subjects_sent"]
 
 
 # SQL statements per request, counted in-process with Django's CaptureQueriesContext.

@@ -11,7 +11,10 @@ server and each statement prepared from its fifth run, as any plain psycopg
 program gets (and as the raw-SQL baseline does). It checks the token by
 comparing it with BENCH_TOKEN, validates little, reads the experiments and the
 subject types once per process and ignores resource versions (the fetch's head
-row). /healthz touches no database.
+row). Attributes go to assignments/gates.py's gates through pairs_store, as in the
+service: a subject they keep out gets the control and is listed with its reason. Their
+values are not checked against the types the subject type declares, which the service
+does. /healthz touches no database.
 """
 
 from __future__ import annotations
@@ -52,23 +55,42 @@ def _types(connection: psycopg.Connection) -> dict[str, int]:
     return _subject_types
 
 
+def _attributes(value: object) -> dict:
+    if not isinstance(value, dict) or not all(isinstance(item, dict) for item in value.values()):
+        raise Invalid("attributes must map each subject to an object")
+    return value
+
+
 def assign(body: dict) -> dict:
     experiment_id, subject_ids = body.get("experiment_id"), body.get("subject_ids")
     if not isinstance(experiment_id, str) or not isinstance(subject_ids, list) or not subject_ids:
         raise Invalid("experiment_id must be a string and subject_ids a non-empty list")
     if not all(isinstance(subject_id, str) for subject_id in subject_ids):
         raise Invalid("subject_ids must be strings")
+    attributes = _attributes(body.get("attributes", {}))
     connection = _connection()
     experiment = _catalog(connection).get(experiment_id.lower())
     if experiment is None:
         raise LookupError(f"no experiment {experiment_id!r}")
     distinct = list(dict.fromkeys(subject_ids))
-    stored, _ = pairs_store(connection, [experiment], {experiment.pk: distinct}, experiment_pk=experiment.pk)
-    return {
-        "assignments": {
-            subject_id: experiment.variant_keys[stored[(experiment.pk, subject_id)]] for subject_id in distinct
+    stored, _, excluded = pairs_store(
+        connection, [experiment], {experiment.pk: distinct}, experiment_pk=experiment.pk, attributes=attributes
+    )
+    if not excluded:
+        return {
+            "assignments": {
+                subject_id: experiment.variant_keys[stored[(experiment.pk, subject_id)]] for subject_id in distinct
+            }
         }
-    }
+    answer: dict = {"assignments": {}, "excluded": {}}
+    for subject_id in distinct:
+        reason = excluded.get((experiment.pk, subject_id))
+        if reason is None:
+            answer["assignments"][subject_id] = experiment.variant_keys[stored[(experiment.pk, subject_id)]]
+        else:
+            answer["assignments"][subject_id] = experiment.control_key
+            answer["excluded"][subject_id] = reason
+    return answer
 
 
 def assign_subject(body: dict) -> dict:
@@ -76,6 +98,9 @@ def assign_subject(body: dict) -> dict:
     subject, named, store = body.get("subject"), body.get("experiments"), body.get("assign", True)
     if not isinstance(subject, dict) or not subject or not all(isinstance(v, str) for v in subject.values()):
         raise Invalid("subject must map subject type IDs to subject IDs")
+    attributes = body.get("attributes", {})
+    if not isinstance(attributes, dict):
+        raise Invalid("attributes must be an object")
     connection = _connection()
     catalog, types = _catalog(connection), _types(connection)
     try:
@@ -97,9 +122,11 @@ def assign_subject(body: dict) -> dict:
     assignable = [e for e in experiments if e.status == "active" and e.subject_type_pk in identifiers]
     subjects = {e.pk: [identifiers[e.subject_type_pk]] for e in assignable}
     if store is True:
-        stored, created = pairs_store(connection, assignable, subjects)
+        # One subject: each of its identifiers has the request's attributes.
+        sent = dict.fromkeys(identifiers.values(), attributes)
+        stored, created, excluded = pairs_store(connection, assignable, subjects, attributes=sent)
     else:
-        stored, created = pairs_fetch(connection, subjects), set()
+        stored, created, excluded = pairs_fetch(connection, subjects), set(), {}
     answer: dict = {"assignments": {}, "new_assignments": [], "unassigned": {}}
     for experiment in experiments:
         subject_id = identifiers.get(experiment.subject_type_pk)
@@ -109,7 +136,7 @@ def assign_subject(body: dict) -> dict:
         elif subject_id is None:
             answer["unassigned"][experiment.key] = "subject_type_missing"
         elif variant_pk is None:
-            answer["unassigned"][experiment.key] = "not_assigned"
+            answer["unassigned"][experiment.key] = excluded.get((experiment.pk, subject_id), "not_assigned")
         else:
             answer["assignments"][experiment.key] = experiment.variant_keys[variant_pk]
             if (experiment.pk, subject_id) in created:

@@ -79,6 +79,8 @@ _MEDIAN_KEYS = (
     "transactions_per_request",
     "machine_busy_cores",
     "other_cores",
+    # Set by bench/run hot-path for the scenarios of its gates table only.
+    "stored_share",
 )
 
 
@@ -99,7 +101,7 @@ def medians(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for group in groups.values():
         record = {**group[0], "rounds": len(group), "errors": sum(run["errors"] for run in group)}
         for key in _MEDIAN_KEYS:
-            record[key] = _median([run[key] for run in group])
+            record[key] = _median([run.get(key) for run in group])
         record["cpu_ms_per_request"] = {
             part: _median([run["cpu_ms_per_request"][part] for run in group]) for part in ("app", "db", "client")
         }
@@ -193,6 +195,81 @@ def main_table(runs: list[dict[str, Any]]) -> Table:
                     str(sum(run["errors"] for run in (baseline, minimal, service) if run is not None)),
                 ]
             )
+    return header, rows
+
+
+def gates_table(runs: list[dict[str, Any]]) -> Table:
+    """Each gated scenario beside its reference, the same request to an experiment without gates, per target
+    (medians over rounds), and the median over rounds of the ratio of the two within each round.
+
+    The rounds take the scenarios in turn (bench/rounds.py), so the two runs of a ratio
+    ran in the same round, minutes apart at most. stored ÷ sent: the rows a run stored
+    over the subjects it asked for, which the gates make less than 1 when they keep some
+    out. CPU is per request: app the target's gunicorn workers (none for raw SQL), db the
+    PostgreSQL backends, client the load workers, which build the attributes and check
+    every exclusion on the same cores.
+    """
+    header = [
+        "scenario",
+        "without gates",
+        "clients",
+        "target",
+        "unit",
+        "throughput without",
+        "with",
+        "with ÷ without (per round, median)",
+        "stored ÷ sent without",
+        "with",
+        "p50 ms without",
+        "with",
+        "cpu ms/req app without",
+        "with",
+        "db without",
+        "with",
+        "client without",
+        "with",
+    ]
+
+    def place(run: dict[str, Any]) -> tuple:
+        return run["concurrency"], run["label"], run["count_triggers"]
+
+    summary = {(run["scenario"], *place(run)): run for run in medians(runs)}
+    per_round = {(run["scenario"], *place(run), run["round"]): _throughput(run) for run in runs}
+    rows = []
+    for gated in summary.values():
+        reference = summary.get((gated.get("reference"), *place(gated)))
+        if reference is None:
+            continue
+        ratios = [
+            _throughput(run) / per_round[(reference["scenario"], *place(run), run["round"])]
+            for run in runs
+            if (run["scenario"], *place(run)) == (gated["scenario"], *place(gated))
+            and per_round.get((reference["scenario"], *place(run), run["round"]))
+        ]
+        ratio = _median(ratios)
+        cpu, reference_cpu = gated["cpu_ms_per_request"], reference["cpu_ms_per_request"]
+        rows.append(
+            [
+                gated["scenario"],
+                reference["scenario"],
+                str(gated["concurrency"]),
+                gated["label"],
+                "subjects/s" if gated["per_subject"] else "req/s",
+                _number(_throughput(reference), 0),
+                _number(_throughput(gated), 0),
+                "n/a" if ratio is None else f"{ratio:.2f}",
+                _number(reference["stored_share"], 2),
+                _number(gated["stored_share"], 2),
+                _number(reference["p50_ms"], 2),
+                _number(gated["p50_ms"], 2),
+                _number(reference_cpu["app"], 2),
+                _number(cpu["app"], 2),
+                _number(reference_cpu["db"], 2),
+                _number(cpu["db"], 2),
+                _number(reference_cpu["client"], 2),
+                _number(cpu["client"], 2),
+            ]
+        )
     return header, rows
 
 
@@ -318,6 +395,18 @@ def _count_triggers_section(runs: list[dict[str, Any]]) -> list[str]:
     return ["## Count triggers on and off", "", as_markdown(table), ""]
 
 
+def _gates_section(runs: list[dict[str, Any]]) -> list[str]:
+    table = gates_table(runs)
+    if not table[1]:
+        return []
+    return [
+        "## With gates and without (each gated scenario beside the same request to an experiment without gates)",
+        "",
+        as_markdown(table),
+        "",
+    ]
+
+
 def _statements_section(counts: list[dict[str, Any]]) -> list[str]:
     if not counts:
         return []
@@ -389,6 +478,7 @@ def results_markdown(results: dict[str, Any]) -> str:
         "",
         as_markdown(main_table(results["runs"])),
         "",
+        *_gates_section(results["runs"]),
         *_count_triggers_section(results["runs"]),
         "## Every run (cpu ms per request: app = gunicorn workers, db = PostgreSQL backends)",
         "",

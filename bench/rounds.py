@@ -21,7 +21,7 @@ from typing import Any
 
 import psycopg
 
-from bench.baseline import BaselineWorker
+from bench.baseline import BaselineWorker, Experiment, experiments_read
 from bench.client import HttpWorker
 from bench.connections import CONNECTION_MODES, DEPLOYMENT
 from bench.cpu import CpuWindow, CpuWindows
@@ -29,7 +29,7 @@ from bench.database import DatabaseServer
 from bench.links import LinkPool
 from bench.load import LoadResult, load_run
 from bench.profile import profile_summary, profilers_start
-from bench.scenarios import EXPERIMENT_ID, HEALTHZ, SCENARIOS, Scenario, SubjectIds
+from bench.scenarios import ASSIGN, EXPERIMENT_ID, HEALTHZ, SCENARIOS, SUBJECT, Scenario, SubjectIds
 from bench.server import MINIMAL_APP, gunicorn, worker_pids
 from devtools import PROJECT_DIR
 from devtools.gunicorn import SERVICE_APP, gunicorn_settings
@@ -152,6 +152,7 @@ def _run_record(
     count_triggers: str,
     gunicorn_used: dict[str, Any] | None,
     result: LoadResult,
+    prefix: str,
     transactions: int,
     app_cpu: float | None,
     db_cpu: float | None,
@@ -168,6 +169,7 @@ def _run_record(
         "round": round_number,
         "scenario": scenario.key,
         "title": scenario.title,
+        "reference": scenario.reference,
         "subjects_per_request": scenario.subjects,
         "per_subject": scenario.per_subject,
         "concurrency": concurrency,
@@ -177,6 +179,9 @@ def _run_record(
         "label": label if count_triggers == "on" else f"{label}, count triggers off",
         "gunicorn": gunicorn_used,
         "duration": result.duration,
+        # Of the subject IDs the run asked for: its rows are found by it.
+        "prefix": prefix,
+        "subjects_sent": result.sent * scenario.subjects,
         "requests": result.requests,
         "requests_per_second": result.requests / result.duration,
         "subjects_per_second": result.subjects / result.duration,
@@ -238,6 +243,16 @@ class Bench:
         self.profile_dir = PROJECT_DIR / "var" / "bench-profiles"
         # The linked new cookies of the scenarios with linked_every (bench/links.py); bench/run hot-path sets it.
         self.links: LinkPool | None = None
+        # Every experiment's configuration, read when the rounds start: what the HTTP load workers check
+        # their answers against.
+        self.catalog: dict[str, Experiment] = {}
+
+    def _experiments(self, scenario: Scenario) -> list[Experiment]:
+        if scenario.kind == ASSIGN:
+            return [self.catalog[scenario.experiment_id.lower()]]
+        if scenario.kind == SUBJECT:
+            return [self.catalog[key.lower()] for key in scenario.experiments]
+        return []
 
     def _subject_ids(self, scenario: Scenario, prefix: str, index: int) -> SubjectIds:
         return SubjectIds(
@@ -327,6 +342,7 @@ class Bench:
             count_triggers=count_triggers,
             gunicorn_used=None,
             result=result,
+            prefix=prefix,
             transactions=self.server.transactions(self.args.database) - before,
             app_cpu=None,
             db_cpu=db.processes,
@@ -379,7 +395,12 @@ class Bench:
             def make_worker(index: int) -> HttpWorker:
                 ids = self._subject_ids(scenario, prefix, index)
                 return HttpWorker(
-                    host=http_server.host, port=http_server.port, token=self.token, scenario=scenario, subject_ids=ids
+                    host=http_server.host,
+                    port=http_server.port,
+                    token=self.token,
+                    scenario=scenario,
+                    subject_ids=ids,
+                    experiments=self._experiments(scenario),
                 )
 
             result, app, db = self._measure(
@@ -400,6 +421,7 @@ class Bench:
             count_triggers=count_triggers,
             gunicorn_used=asdict(settings),
             result=result,
+            prefix=prefix,
             transactions=self.server.transactions(self.args.database) - before,
             app_cpu=app.processes,
             db_cpu=db.processes,
@@ -424,17 +446,27 @@ class Bench:
                     yield run
 
     def rounds(self) -> list[dict[str, Any]]:
-        """Every scenario's rounds at each concurrency: per round and trigger state, each target in turn."""
+        """At each concurrency, the rounds: in each, every scenario in turn, and per scenario and trigger state,
+        each target in turn."""
         from django.db import connections
 
         # Load workers are forked from this process: none may inherit an open connection.
         connections.close_all()
+        with psycopg.connect(self.database_url, autocommit=True) as connection:
+            self.catalog = experiments_read(connection)
+        scenarios = [SCENARIOS[key] for key in self.args.scenarios]
         runs = []
-        for scenario in (SCENARIOS[key] for key in self.args.scenarios):
-            for concurrency in self.args.concurrency:
-                print(f"scenario {scenario.key} ({scenario.title} per request), {concurrency} clients", flush=True)
-                # Rounds alternate the targets, so a disturbance of the shared machine hits them alike.
-                for round_number in range(1, self.args.repeat + 1):
+        for concurrency in self.args.concurrency:
+            # Rounds alternate the scenarios as well as the targets, so a disturbance of the shared machine
+            # hits them alike and a ratio of two scenarios can pair runs of one round; every other round
+            # takes them in reverse order, since the table grows as they run.
+            for round_number in range(1, self.args.repeat + 1):
+                for scenario in scenarios if round_number % 2 else reversed(scenarios):
+                    print(
+                        f"scenario {scenario.key} ({scenario.title} per request), {concurrency} clients, "
+                        f"round {round_number}",
+                        flush=True,
+                    )
                     for state in self.args.count_triggers:
                         with self._count_triggers(state):
                             for run in self._round(scenario, concurrency, round_number, state):

@@ -13,6 +13,26 @@ LINKS_EXPERIMENT_ID = "banner-copy"
 NOLINKS_EXPERIMENT_ID = "banner-copy-nolinks"
 # bench/hot_path_resources.yaml: 20 active experiments on subject type user, none following links.
 SUBJECT_EXPERIMENT_IDS = tuple(f"bench-user-{number:02d}" for number in range(1, 21))
+# bench/hot_path_resources.yaml's user experiments with bench-user-01's variants that differ only in their
+# gates: none; targeting, coverage 0.5 and an open enrollment window; the same targeting, coverage 1 and window.
+UNGATED_EXPERIMENT_ID = "bench-ungated"
+GATED_EXPERIMENT_ID = "bench-gated"
+GATED_ALL_EXPERIMENT_ID = "bench-gated-all"
+
+# A user's attributes, as examples/demo.yaml's subject type declares them. Each of PASSING passes the
+# targeting of bench-gated and bench-gated-all, through either side of its anyOf; MIXED adds a user of
+# another country (not_targeted) and one sent without its plan (attributes_missing).
+PASSING: tuple[dict[str, object], ...] = (
+    {"country": "DE", "plan": "pro", "seats": 12, "appVersion": "2.3.1"},
+    {"country": "AT", "plan": "team", "seats": 2, "appVersion": "2.6.0"},
+    {"country": "NL", "plan": "pro", "seats": 40, "appVersion": "3.0"},
+    {"country": "CH", "plan": "team", "seats": 5, "appVersion": "2.4.0"},
+)
+MIXED: tuple[dict[str, object], ...] = (
+    *PASSING,
+    {"country": "US", "plan": "pro", "seats": 12, "appVersion": "2.6.0"},
+    {"country": "DE", "seats": 12, "appVersion": "2.6.0"},
+)
 
 # What a request does: POST /experiment-assignments, POST /assignments, POST /id-link or GET /healthz.
 ASSIGN = "assign"
@@ -40,6 +60,12 @@ class Scenario:
     # The original /experiment-assignments scenarios keep the array statements of bench/baseline.py
     # they were first measured with.
     service_sql: bool = False
+    # The attributes sent: the subject at position n of a request has attributes[n % len(attributes)];
+    # empty: none sent.
+    attributes: tuple[dict[str, object], ...] = ()
+    # The scenario without gates that the report sets this one against: the same request to an experiment
+    # that differs only in having no gates.
+    reference: str | None = None
 
     @property
     def subjects(self) -> int:
@@ -79,6 +105,62 @@ SCENARIOS = {
             service_sql=True,
         ),
         Scenario(
+            "1-new-user",
+            "1 new user, experiment without gates",
+            ASSIGN,
+            new=1,
+            experiment_id=UNGATED_EXPERIMENT_ID,
+            service_sql=True,
+        ),
+        Scenario(
+            "1-new-gated",
+            "1 new user with attributes, experiment with targeting it passes",
+            ASSIGN,
+            new=1,
+            experiment_id=GATED_ALL_EXPERIMENT_ID,
+            service_sql=True,
+            attributes=PASSING,
+            reference="1-new-user",
+        ),
+        Scenario(
+            "subject-1-gated",
+            "1 new user with attributes in 1 experiment with targeting it passes",
+            SUBJECT,
+            new=1,
+            experiments=(GATED_ALL_EXPERIMENT_ID,),
+            service_sql=True,
+            attributes=PASSING,
+            reference="subject-1",
+        ),
+        Scenario(
+            "1000-new-user",
+            "1000 new users, experiment without gates",
+            ASSIGN,
+            new=1000,
+            experiment_id=UNGATED_EXPERIMENT_ID,
+            service_sql=True,
+        ),
+        Scenario(
+            "1000-new-gated",
+            "1000 new users with attributes (1 in 3 kept out by the targeting), targeting and coverage 0.5",
+            ASSIGN,
+            new=1000,
+            experiment_id=GATED_EXPERIMENT_ID,
+            service_sql=True,
+            attributes=MIXED,
+            reference="1000-new-user",
+        ),
+        Scenario(
+            "1000-new-gated-all",
+            "1000 new users with attributes, targeting and coverage 1 that all of them pass",
+            ASSIGN,
+            new=1000,
+            experiment_id=GATED_ALL_EXPERIMENT_ID,
+            service_sql=True,
+            attributes=PASSING,
+            reference="1000-new-user",
+        ),
+        Scenario(
             "1000-new-nolinks",
             "1000 new cookies (1 in 10 linked to an assigned one), experiment without followLinks",
             ASSIGN,
@@ -98,6 +180,14 @@ SCENARIOS = {
         ),
     )
 }
+
+
+def attributes_sent(scenario: Scenario, ids: list[str]) -> dict[str, dict[str, object]]:
+    """Subject ID -> the attributes the scenario sends for it; empty when it sends none."""
+    profiles = scenario.attributes
+    if not profiles:
+        return {}
+    return {subject_id: profiles[position % len(profiles)] for position, subject_id in enumerate(ids)}
 
 
 class LinkedCookies(Protocol):
