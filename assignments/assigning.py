@@ -51,6 +51,9 @@ class Settled:
     held_out: frozenset[tuple[int, str]] = frozenset()
 
 
+_HASHED = Assignment.Source.HASHED
+
+
 class _Memberships:
     """Gate 2: the subjects' memberships of the active holdouts covering an experiment, read from the
     stored rows, else made by the holdout's formula and kept as rows to store.
@@ -80,9 +83,6 @@ class _Memberships:
                 variant_pk = row[2]
             held_out = held_out or variant_pk == holdout.control_pk
         return held_out
-
-
-_HASHED = Assignment.Source.HASHED
 
 
 def _screened(
@@ -222,7 +222,7 @@ def _settle(
     held_out = frozenset(
         (pk, subject_id)
         for pk, subject_ids in subjects.items()
-        if by_pk[pk].status == Experiment.Status.WINNER_DECLARED
+        if by_pk[pk].status == Experiment.Status.WINNER_DECLARED and by_pk[pk].holdouts
         for subject_id in subject_ids
         if memberships.held_out(by_pk[pk], subject_id)
     )
