@@ -16,8 +16,9 @@ assignments and the one that inserts the new ones. In order:
 `Gates.screen` is gates 1 to 4, given gate 2's answer: holdout memberships are
 stored rows, so the hot path reads or makes them (only for subjects that gate 1
 lets through) in the statements it runs anyway. `Gates.covers` is gate 6; the
-hot path follows links in between, because that needs the link table. `decide` runs them all for
-one subject, given what following links found, for the staff console's previews.
+hot path follows links in between, because that needs the link table. `decide`
+runs them all for one subject, given what following links found, for the staff
+console's previews.
 """
 
 from __future__ import annotations
@@ -369,9 +370,7 @@ class Gates:
         """Gates 2 to 4, for a batch whose enrollment window (the same for all of it) is open."""
         if held_out:
             return HELD_OUT
-        if self.layer is not None and not self.layer.owns(subject_id):
-            return LAYER_EXCLUDED
-        return None if self.targeting is None else self.targeting.reason(attributes)
+        return self.layer_reason(subject_id) or self.targeting_reason(attributes)
 
     def covers(self, coverage_draw: int) -> bool:
         """Gate 6, given the subject's coverage draw (hashing.draws)."""
@@ -444,7 +443,7 @@ def covered_variant(gates: Gates, allocation: Allocation[V], *, salt: str, subje
     """Gates 6 and 7 for a subject not carried over by a link: its variant if the coverage gate lets it in,
     else None; both draws from the one digest."""
     variant_draw, coverage_draw = draws(salt, subject_id)
-    return allocation.choose(variant_draw) if coverage_draw < gates.coverage_threshold else None
+    return allocation.choose(variant_draw) if gates.covers(coverage_draw) else None
 
 
 def _condition_problems(document: Mapping[str, Any], path: str, types: Mapping[str, str]) -> list[tuple[str, str]]:
