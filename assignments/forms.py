@@ -600,9 +600,9 @@ class ExperimentForm(ResourceForm):
             "coverage": spec.get("coverage", 1.0),
         }
 
-    def clean_slots(self) -> Any:
-        """The ranges as YAML reads them (the service checks them), or None for none."""
-        text = self.cleaned_data["slots"]
+    def _yaml_field(self, name: str) -> Any:
+        """The field's text as YAML reads it (the service checks the value), or None when it is blank."""
+        text = self.cleaned_data[name]
         if not text.strip():
             return None
         try:
@@ -610,15 +610,13 @@ class ExperimentForm(ResourceForm):
         except yaml.YAMLError as exc:
             raise ValidationError(f"not valid YAML: {exc}") from None
 
+    def clean_slots(self) -> Any:
+        """The ranges, or None for none."""
+        return self._yaml_field("slots")
+
     def clean_targeting(self) -> Any:
-        """The conditions as YAML reads them (the service checks them), or None for no targeting."""
-        text = self.cleaned_data["targeting"]
-        if not text.strip():
-            return None
-        try:
-            return yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ValidationError(f"not valid YAML: {exc}") from None
+        """The conditions, or None for no targeting."""
+        return self._yaml_field("targeting")
 
     def clean(self) -> dict:
         cleaned = super().clean()
