@@ -13,7 +13,7 @@ from assignments.resources import resources_parse
 from tests.factories import LabFactory
 from tests.helpers import resources
 from tests.helpers.processes import run_manage_piped_to_head
-from tests.helpers.resources import apply_resources, apply_yaml, experiment, subject_type
+from tests.helpers.resources import apply_resources, apply_yaml, experiment, export_text, subject_type
 
 # Written out, not built: the export must round-trip this very text. Values chosen to trip a careless
 # YAML writer: strings that look like numbers, booleans or null; a colon; several lines; non-ASCII; IDs in
@@ -66,12 +66,6 @@ spec:
 """
 
 
-def export(*args: str) -> str:
-    out = io.StringIO()
-    call_command("export_resources", *args, stdout=out)
-    return out.getvalue()
-
-
 def apply_lines(path) -> list[str]:
     out = io.StringIO()
     call_command("apply_resources", str(path), stdout=out)
@@ -86,7 +80,7 @@ def test_export__round_trip__applying_the_export_reports_only_unchanged(db, tmp_
 
     # When it is exported and the export applied again
     exported = tmp_path / "export.yaml"
-    exported.write_text(export(), encoding="utf-8")
+    exported.write_text(export_text(), encoding="utf-8")
     lines = apply_lines(exported)
 
     # Then every resource, the default lab included, is unchanged, and a second export is identical
@@ -103,13 +97,13 @@ def test_export__round_trip__applying_the_export_reports_only_unchanged(db, tmp_
             "experiment draft-one: unchanged",
         ]
     )
-    assert export() == exported.read_text(encoding="utf-8")
+    assert export_text() == exported.read_text(encoding="utf-8")
 
 
 def test_export__values__as_stored_and_as_written(db):
     apply_yaml(TRICKY)
 
-    documents = {(d["kind"], d["metadata"]["id"]): d for d in yaml.safe_load_all(export())}
+    documents = {(d["kind"], d["metadata"]["id"]): d for d in yaml.safe_load_all(export_text())}
 
     user = documents[("subjecttype", "User")]
     assert user["metadata"] == {
@@ -142,7 +136,7 @@ def test_export__after_changes__carries_the_current_resource_version(db):
     apply_yaml(TRICKY)
     apply_yaml(TRICKY.replace('name: "true"', 'name: "false"'))
 
-    documents = {d["metadata"]["id"]: d for d in yaml.safe_load_all(export("--kind", "experiment"))}
+    documents = {d["metadata"]["id"]: d for d in yaml.safe_load_all(export_text("--kind", "experiment"))}
 
     assert documents["Checkout-Button"]["metadata"]["resourceVersion"] == 2
     assert documents["pricing"]["metadata"]["resourceVersion"] == 1
@@ -156,13 +150,13 @@ def test_export__kind_filter__only_that_kind_and_still_parseable(db):
         ("lab", {"default", "Growth.Team"}),
         ("experiment", {"Checkout-Button", "pricing", "draft-one"}),
     ]:
-        specs = resources_parse(export("--kind", kind), file="export.yaml")
+        specs = resources_parse(export_text("--kind", kind), file="export.yaml")
         assert {spec.kind for spec in specs} == {kind}
         assert {spec.key for spec in specs} == expected
 
 
 def test_export__fresh_installation__only_the_default_lab(db):
-    (lab,) = resources_parse(export(), file="export.yaml")
+    (lab,) = resources_parse(export_text(), file="export.yaml")
     assert (lab.kind, lab.key) == ("lab", "default")
 
 
@@ -173,7 +167,7 @@ def test_export__reapplied_after_assignments__unchanged_and_nothing_frozen_trips
     apply_yaml(TRICKY)
     assign_subjects(experiment_id="checkout-button", subject_ids=[f"s{index}" for index in range(100)])
     exported = tmp_path / "export.yaml"
-    exported.write_text(export(), encoding="utf-8")
+    exported.write_text(export_text(), encoding="utf-8")
 
     assert all(line.endswith(": unchanged") for line in apply_lines(exported))
     assert Experiment.objects.get(key="Checkout-Button").cohorts.count() == 1
@@ -205,7 +199,7 @@ def test_export__targeting__each_condition_written_attribute_first_as_in_the_yam
         ),
     )
 
-    text = export("--kind", "experiment")
+    text = export_text("--kind", "experiment")
 
     assert "  - attribute: country\n    in:\n    - DE\n" in text
     assert "    - attribute: seats\n      gt: 9\n    - attribute: country\n      equals: AT\n" in text
@@ -281,7 +275,7 @@ def test_export__gates__round_trip_unchanged_and_byte_identical(db, tmp_path):
 
     # When it is exported and the export applied again
     exported = tmp_path / "export.yaml"
-    exported.write_text(export(), encoding="utf-8")
+    exported.write_text(export_text(), encoding="utf-8")
     lines = apply_lines(exported)
 
     # Then nothing changed (no new cohort either), and the export again is the same bytes
@@ -291,14 +285,14 @@ def test_export__gates__round_trip_unchanged_and_byte_identical(db, tmp_path):
         "lab default: unchanged",
         "subjecttype user: unchanged",
     ]
-    assert export() == exported.read_text(encoding="utf-8")
+    assert export_text() == exported.read_text(encoding="utf-8")
     assert Experiment.objects.get(key="checkout").cohorts.count() == 1
 
 
 def test_export__gates__documents_shaped_as_written_times_in_utc(db):
     apply_yaml(GATES)
 
-    text = export()
+    text = export_text()
     documents = {(d["kind"], d["metadata"]["id"]): d for d in yaml.safe_load_all(text)}
 
     # The attributes in their order, each {name, type}
@@ -388,4 +382,4 @@ spec:
 def test_export__no_gates__the_same_bytes_as_before_gates_existed(db):
     apply_resources(subject_type("user"), experiment("checkout"))
 
-    assert export() == PLAIN_EXPORT
+    assert export_text() == PLAIN_EXPORT

@@ -17,6 +17,7 @@ from tests.helpers.resources import (
     apply_resources,
     apply_yaml,
     experiment,
+    export_text,
     holdout,
     lab,
     layer,
@@ -31,12 +32,6 @@ def covering(key: str) -> list[str]:
     """The IDs of the holdouts covering the experiment, in order."""
     rows = ExperimentHoldout.objects.filter(experiment__key=key).order_by("position")
     return list(rows.values_list("holdout__key", flat=True))
-
-
-def export(*args: str) -> str:
-    out = io.StringIO()
-    call_command("export_resources", *args, stdout=out)
-    return out.getvalue()
 
 
 @pytest.fixture
@@ -569,7 +564,7 @@ def test_export__holdouts__written_after_the_layers_resolved_in_the_experiments_
     apply_yaml(CONFIGURATION)
 
     # When exported
-    exported = export()
+    exported = export_text()
 
     # Then the holdouts come after the layers and before the experiments, shaped as the YAML writes them
     documents = list(yaml.safe_load_all(exported))
@@ -634,7 +629,7 @@ def test_export__holdouts__written_after_the_layers_resolved_in_the_experiments_
         "experiment checkout-button: unchanged",
         "experiment plain: unchanged",
     ]
-    assert export() == exported
+    assert export_text() == exported
 
 
 @pytest.mark.parametrize(
@@ -643,14 +638,14 @@ def test_export__holdouts__written_after_the_layers_resolved_in_the_experiments_
 def test_export__kind_holdout_or_experiment__only_that_kind(db, kind, ids):
     apply_yaml(CONFIGURATION)
 
-    documents = list(yaml.safe_load_all(export("--kind", kind)))
+    documents = list(yaml.safe_load_all(export_text("--kind", kind)))
 
     assert [(document["kind"], document["metadata"]["id"]) for document in documents] == [(kind, key) for key in ids]
 
 
 def test_export__holdout_of_a_flushed_database__applies_and_recreates_the_default_lab(db):
     apply_resources(subject_type("user"), holdout("h1"))
-    exported = export()
+    exported = export_text()
     Lab.objects.filter(key="default").update(key="gone")
     Experiment.objects.update(lab=Lab.objects.get(key="gone"))
 

@@ -17,6 +17,7 @@ from tests.helpers.resources import (
     apply_resources,
     apply_yaml,
     experiment,
+    export_text,
     in_layer,
     layer,
     refusal,
@@ -29,12 +30,6 @@ SPLITS = [{"variant": "control", "split": 0.5}, {"variant": "green", "split": 0.
 def cohort_rules(key: str) -> list[tuple[int, list, dict]]:
     cohorts = Cohort.objects.filter(experiment__key=key).order_by("number")
     return list(cohorts.values_list("number", "splits", "population"))
-
-
-def export(*args: str) -> str:
-    out = io.StringIO()
-    call_command("export_resources", *args, stdout=out)
-    return out.getvalue()
 
 
 @pytest.fixture
@@ -476,7 +471,7 @@ def test_export__every_gate__written_in_the_order_of_the_yaml(db):
         ),
     )
 
-    (document,) = yaml.safe_load_all(export("--kind", "experiment"))
+    (document,) = yaml.safe_load_all(export_text("--kind", "experiment"))
 
     assert list(document["spec"])[4:] == ["enrollment", "layer", "targeting", "coverage", "variants"]
 
@@ -535,7 +530,7 @@ def test_export__layers__written_before_the_experiments_and_applied_again_unchan
     apply_yaml(CONFIGURATION)
 
     # When exported
-    exported = export()
+    exported = export_text()
 
     # Then the layers come after the labs and before the experiments, shaped as the YAML writes them
     documents = list(yaml.safe_load_all(exported))
@@ -566,13 +561,13 @@ def test_export__layers__written_before_the_experiments_and_applied_again_unchan
     out = io.StringIO()
     call_command("apply_resources", str(tmp_path / "export.yaml"), stdout=out)
     assert all(line.endswith(": unchanged") for line in out.getvalue().splitlines())
-    assert export() == exported
+    assert export_text() == exported
 
 
 def test_export__kind_layer__only_the_layers(db):
     apply_yaml(CONFIGURATION)
 
-    documents = list(yaml.safe_load_all(export("--kind", "layer")))
+    documents = list(yaml.safe_load_all(export_text("--kind", "layer")))
 
     assert [(document["kind"], document["metadata"]["id"]) for document in documents] == [
         ("layer", "Checkout-Flow"),

@@ -151,6 +151,13 @@ def apply_file(tmp_path: Path, *documents: dict) -> tuple[str, list[str]]:
     return str(path), out.getvalue().splitlines()
 
 
+def export_text(*args: str) -> str:
+    """What `manage.py export_resources` prints with these arguments."""
+    out = io.StringIO()
+    call_command("export_resources", *args, stdout=out)
+    return out.getvalue()
+
+
 def database_rows() -> list[str]:
     # Sorted: the rows are compared, not the order a table scan happens to return them in.
     return sorted(all_table_text().splitlines())
