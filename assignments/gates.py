@@ -32,7 +32,7 @@ from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
 from assignments.hashing import SCALE, Allocation, draws, threshold
-from assignments.slots import Ranges, owns, slot
+from assignments.slots import Ranges, owned_table, slot
 
 V = TypeVar("V")
 
@@ -289,9 +289,15 @@ class LayerSlots:
 
     salt: str
     ranges: Ranges
+    # One byte per slot, 1 where the experiment owns it: a batch looks each subject's slot up
+    # instead of walking the ranges (a tenth of a layered batch's worker CPU did).
+    owned: bytes = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "owned", owned_table(self.ranges))
 
     def owns(self, subject_id: str) -> bool:
-        return owns(self.ranges, slot(self.salt, subject_id))
+        return self.owned[slot(self.salt, subject_id)] == 1
 
 
 @dataclass(frozen=True)

@@ -28,16 +28,20 @@ V = TypeVar("V")
 SCALE = 2**64
 
 
+def _digest(salt: str, subject_id: str) -> bytes:
+    return hashlib.sha256(f"{salt}:{subject_id}".encode()).digest()
+
+
 def draws(salt: str, subject_id: str) -> tuple[int, int]:
     """The variant draw n_v (bytes 0 to 7 of SHA-256(salt:subject_id)) and the coverage draw n_c
     (bytes 8 to 15), each a big-endian unsigned integer in [0, 2**64)."""
-    digest = hashlib.sha256(f"{salt}:{subject_id}".encode()).digest()
+    digest = _digest(salt, subject_id)
     return int.from_bytes(digest[:8], "big"), int.from_bytes(digest[8:16], "big")
 
 
 def bucket_number(salt: str, subject_id: str) -> int:
     """The first 8 bytes of SHA-256(salt:subject_id) as an unsigned integer in [0, 2**64)."""
-    return draws(salt, subject_id)[0]
+    return int.from_bytes(_digest(salt, subject_id)[:8], "big")
 
 
 def threshold(share: float) -> int:

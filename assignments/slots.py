@@ -59,6 +59,14 @@ def owns(ranges: Ranges, number: int) -> bool:
     return any(start <= number < end for start, end in ranges)
 
 
+def owned_table(ranges: Ranges) -> bytes:
+    """SLOTS bytes, 1 at each slot the ranges own and 0 elsewhere."""
+    table = bytearray(SLOTS)
+    for start, end in ranges:
+        table[start:end] = b"\x01" * (end - start)
+    return bytes(table)
+
+
 def overlap(first: Ranges, second: Ranges) -> tuple[int, int] | None:
     """The first slot range both own, or None when they own no slot in common."""
     for start, end in sorted(first):
