@@ -17,12 +17,14 @@ walk of each subject, as the service does) for experiments that follow links,
 then the insert. An identifier link is the service's one INSERT ... ON CONFLICT
 DO NOTHING, with the subject types read once.
 
-For experiments with gates (the scenarios that send attributes) the floors do the
-gates' work as they do the formula's, in Python with assignments/gates.py and the
-configuration read once: the new subjects the gates keep out get the control, their
-reason and no row, so every target inserts the same rows as the service. They know the
-window, the targeting and the coverage, not layers and holdouts, which no experiment of
-the bench has.
+For experiments with gates (the scenarios that send attributes, and those of the
+experiment in a layer with holdouts) the floors do the gates' work as they do the
+formula's, in Python with assignments/gates.py and the configuration read once: the new
+subjects the gates keep out get the control, their reason and no row, so every target
+inserts the same rows as the service. An active holdout covering an experiment is read
+in the same fetch: its stored memberships, under the holdout's pk, for every subject
+asked; a subject without one is made a member by the formula and its row goes into the
+same insert, as the service stores them (assignments/assigning.py, gate 2).
 
 On a Citus coordinator (assignments distributed, bench/run hot-path --citus-workers) every
 assignment scenario sends storage.py's statements, with the fetch and the insert
@@ -35,18 +37,19 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 import orjson
 import psycopg
 
 from assignments.distribution import ASSIGNMENTS_DISTRIBUTED, CITUS_INSTALLED
-from assignments.gates import OUTSIDE_COVERAGE, Gates, covered_variant
+from assignments.gates import OUTSIDE_COVERAGE, Gates, LayerSlots, covered_variant
 from assignments.hashing import Allocation
 from assignments.linking import link_graph, linked_first, walk_params
+from assignments.slots import ranges_from
 from assignments.storage import FETCH, POSTGRES_INSERT, POSTGRES_LINK_GRAPH, citus_insert
-from bench.exclusions import excluded_expected
+from bench.exclusions import excluded_expected, exclusions_problem
 from bench.scenarios import ASSIGN, EXPERIMENT_ID, LINK, SUBJECT, Scenario, SubjectIds, attributes_sent
 from idlinks.storage import INSERT as LINK_INSERT
 
@@ -67,12 +70,15 @@ RETURNING subject_id, variant_id
 
 EXPERIMENTS = """
 SELECT e.id, e.key, e.status, e.salt, e.subject_type_id, e.follow_links, coalesce(max(c.number), 1),
-       e.enrollment_start_at, e.enrollment_stop_at, e.targeting, e.coverage, t.attributes
+       e.enrollment_start_at, e.enrollment_stop_at, e.targeting, e.coverage, t.attributes, l.salt, e.slots
 FROM assignments_experiment e
 JOIN assignments_subjecttype t ON t.id = e.subject_type_id
+LEFT JOIN assignments_layer l ON l.id = e.layer_id
 LEFT JOIN assignments_cohort c ON c.experiment_id = e.id
-GROUP BY e.id, t.id
+GROUP BY e.id, t.id, l.id
 """
+
+HOLDOUTS = "SELECT experiment_id, holdout_id FROM assignments_experimentholdout ORDER BY experiment_id, position"
 
 # (experiment pk, subject ID) -> variant pk
 Stored = dict[tuple[int, str], int]
@@ -93,21 +99,44 @@ class Experiment:
     follow_links: bool
     allocation: Allocation[int]
     variant_keys: dict[int, str]
+    control_pk: int
     control_key: str
     gates: Gates
+    # The active holdouts covering the experiment, in the order listed.
+    holdouts: tuple[Experiment, ...] = ()
+
+    @property
+    def screened(self) -> bool:
+        return self.gates.any or bool(self.holdouts)
+
+    def held_out(self, subject_id: str, stored: Stored, new: dict[tuple[int, str], list]) -> bool:
+        """Gate 2: whether a holdout holds the subject out, by its stored membership or, without one, by the
+        formula, whose row goes into `new`; every covering holdout's membership is made."""
+        held_out = False
+        for holdout in self.holdouts:
+            pair = (holdout.pk, subject_id)
+            variant_pk = stored.get(pair)
+            if variant_pk is None:
+                row = new.get(pair)
+                if row is None:
+                    variant_pk = holdout.allocation.variant_for(holdout.salt, subject_id)
+                    row = new[pair] = [holdout.pk, subject_id, variant_pk, holdout.cohort, "hashed"]
+                variant_pk = row[2]
+            held_out = held_out or variant_pk == holdout.control_pk
+        return held_out
 
 
 def experiments_read(connection: psycopg.Connection) -> dict[str, Experiment]:
     """Every experiment, by lower-cased ID: what the hot path needs, read once (the service caches the same)."""
     variants: dict[int, list[tuple[int, str, float]]] = {}
-    controls: dict[int, str] = {}
+    controls: dict[int, tuple[int, str]] = {}
     for experiment_pk, pk, key, split, is_control in connection.execute(
         "SELECT experiment_id, id, key, split, is_control FROM assignments_variant ORDER BY experiment_id, position"
     ):
         variants.setdefault(experiment_pk, []).append((pk, key, split))
         if is_control:
-            controls[experiment_pk] = key
-    experiments = {}
+            controls[experiment_pk] = (pk, key)
+    experiments: dict[int, Experiment] = {}
     for (
         pk,
         key,
@@ -121,8 +150,10 @@ def experiments_read(connection: psycopg.Connection) -> dict[str, Experiment]:
         targeting,
         coverage,
         attributes,
+        layer_salt,
+        slots,
     ) in connection.execute(EXPERIMENTS):
-        experiments[key.lower()] = Experiment(
+        experiments[pk] = Experiment(
             pk=pk,
             key=key,
             status=status,
@@ -132,16 +163,24 @@ def experiments_read(connection: psycopg.Connection) -> dict[str, Experiment]:
             follow_links=follow_links,
             allocation=Allocation([(variant_pk, split) for variant_pk, _, split in variants.get(pk, [])]),
             variant_keys={variant_pk: variant_key for variant_pk, variant_key, _ in variants.get(pk, [])},
-            control_key=controls[pk],
+            control_pk=controls[pk][0],
+            control_key=controls[pk][1],
             gates=Gates.configured(
                 start_at=start_at,
                 stop_at=stop_at,
+                layer=None if layer_salt is None else LayerSlots(salt=layer_salt, ranges=ranges_from(slots)),
                 targeting=targeting,
                 attribute_types={attribute["name"]: attribute["type"] for attribute in attributes},
                 coverage=coverage,
             ),
         )
-    return experiments
+    covering: dict[int, list[Experiment]] = {}
+    for experiment_pk, holdout_pk in connection.execute(HOLDOUTS):
+        if experiments[holdout_pk].status == "active":
+            covering.setdefault(experiment_pk, []).append(experiments[holdout_pk])
+    for experiment_pk, holdouts in covering.items():
+        experiments[experiment_pk] = replace(experiments[experiment_pk], holdouts=tuple(holdouts))
+    return {experiment.key.lower(): experiment for experiment in experiments.values()}
 
 
 def experiment_read(connection: psycopg.Connection, *, experiment_id: str = EXPERIMENT_ID) -> Experiment:
@@ -226,7 +265,11 @@ def pairs_store(
     and a re-read of conflict losers only. Returns them, the pairs this call stored and those the gates kept
     out, each with its reason."""
     by_pk = {experiment.pk: experiment for experiment in experiments}
-    stored = pairs_fetch(connection, subjects, experiment_pk=experiment_pk)
+    asked = dict(subjects)
+    for pk, subject_ids in subjects.items():
+        for holdout in by_pk[pk].holdouts:
+            asked[holdout.pk] = list(dict.fromkeys([*asked.get(holdout.pk, []), *subject_ids]))
+    stored = pairs_fetch(connection, asked, experiment_pk=experiment_pk)
     missing = sorted(
         (pk, subject_id)
         for pk, subject_ids in subjects.items()
@@ -242,9 +285,16 @@ def pairs_store(
     windows = {pk: by_pk[pk].gates.window_reason(now) for pk in subjects}
     entering = []
     excluded: Excluded = {}
+    memberships: dict[tuple[int, str], list] = {}
     for pk, subject_id in missing:
-        gates = by_pk[pk].gates
-        reason = (windows[pk] or gates.screen_open(subject_id, sent.get(subject_id, {}))) if gates.any else None
+        experiment = by_pk[pk]
+        reason = None
+        if experiment.screened:
+            reason = windows[pk] or experiment.gates.screen_open(
+                subject_id,
+                sent.get(subject_id, {}),
+                held_out=bool(experiment.holdouts) and experiment.held_out(subject_id, stored, memberships),
+            )
         if reason is None:
             entering.append((pk, subject_id))
         else:
@@ -268,6 +318,9 @@ def pairs_store(
             excluded[(pk, subject_id)] = OUTSIDE_COVERAGE
         else:
             rows.append([pk, subject_id, variant_pk, experiment.cohort, "hashed"])
+    if memberships:
+        # One sorted batch, as the service inserts it.
+        rows = sorted([*rows, *memberships.values()], key=lambda row: (row[0], row[1]))
     if not rows:
         return stored, set(), excluded
     if assignments_distributed(connection):
@@ -363,24 +416,23 @@ class BaselineWorker:
         if self.scenario.kind == LINK:
             return len(ids)
         assignments, excluded = answer
-        expected = {
-            experiment.key: excluded_expected(
-                gates=experiment.gates,
-                allocation=experiment.allocation,
-                salt=experiment.salt,
-                ids=ids,
-                profiles=self.scenario.attributes,
-            )
-            for experiment in self.experiments
-        }
         if self.scenario.kind == ASSIGN:
-            (kept_out,) = expected.values()
+            (experiment,) = self.experiments
             if assignments.keys() != set(ids):
                 raise AssertionError(f"{len(assignments)} assignments for {len(set(ids))} subjects")
-        else:
-            kept_out = {key: reasons[ids[0]] for key, reasons in expected.items() if reasons}
-            if assignments.keys() | excluded.keys() != {experiment.key for experiment in self.experiments}:
-                raise AssertionError(f"{len(assignments)} assignments for {len(self.experiments)} experiments")
+            problem = exclusions_problem(
+                experiment=experiment, ids=ids, profiles=self.scenario.attributes, excluded=excluded
+            )
+            if problem:
+                raise AssertionError(problem)
+            return len(ids)
+        kept_out = {
+            experiment.key: reason
+            for experiment in self.experiments
+            for reason in excluded_expected(experiment=experiment, ids=ids, profiles=self.scenario.attributes).values()
+        }
+        if assignments.keys() | excluded.keys() != {experiment.key for experiment in self.experiments}:
+            raise AssertionError(f"{len(assignments)} assignments for {len(self.experiments)} experiments")
         if excluded != kept_out:
             raise AssertionError(f"{len(excluded)} kept out where the gates keep out {len(kept_out)}")
         return len(ids)

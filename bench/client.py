@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from bench.baseline import Experiment
-from bench.exclusions import excluded_expected
+from bench.exclusions import excluded_expected, exclusions_problem
 from bench.scenarios import ASSIGN, HEALTHZ, LINK, SUBJECT, Scenario, SubjectIds, attributes_sent
 
 PATHS = {ASSIGN: "/experiment-assignments", SUBJECT: "/assignments", LINK: "/id-link", HEALTHZ: "/healthz"}
@@ -91,8 +91,11 @@ class HttpWorker:
                 raise UnexpectedAnswer(f"{len(content['assignments'])} assignments for {len(expected)} subjects")
             # Every subject is new: the gates keep out those they should, and those get the control.
             excluded = content.get("excluded", {})
-            if excluded != self._excluded(experiment, request[0]):
-                raise UnexpectedAnswer(f"excluded {len(excluded)} subjects, not as the gates decide")
+            problem = exclusions_problem(
+                experiment=experiment, ids=request[0], profiles=self.scenario.attributes, excluded=excluded
+            )
+            if problem:
+                raise UnexpectedAnswer(problem)
             if any(content["assignments"][subject_id] != experiment.control_key for subject_id in excluded):
                 raise UnexpectedAnswer("an excluded subject without the control")
         elif self.scenario.kind == SUBJECT:
@@ -116,13 +119,7 @@ class HttpWorker:
         return len(request[0])
 
     def _excluded(self, experiment: Experiment, ids: list[str]) -> dict[str, str]:
-        return excluded_expected(
-            gates=experiment.gates,
-            allocation=experiment.allocation,
-            salt=experiment.salt,
-            ids=ids,
-            profiles=self.scenario.attributes,
-        )
+        return excluded_expected(experiment=experiment, ids=ids, profiles=self.scenario.attributes)
 
     def close(self) -> None:
         self.connection.close()

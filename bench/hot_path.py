@@ -25,6 +25,7 @@ import psycopg
 from bench.client import PATHS, request_body
 from bench.connections import DEFAULT_MODES
 from bench.links import LinkPool, links_outcome, links_seed
+from bench.memberships import MemberPool
 from bench.preparation import prepared
 from bench.profile import py_spy_path
 from bench.report import (
@@ -38,7 +39,7 @@ from bench.report import (
     statements_table,
 )
 from bench.rounds import TARGETS, Bench, HelpFormatter, shared_arguments
-from bench.scenarios import ASSIGN, HEALTHZ, LINK, SCENARIOS, SUBJECT, Scenario, SubjectIds
+from bench.scenarios import ASSIGN, HEALTHZ, LINK, SCENARIOS, SUBJECT, Scenario
 from bench.seed import table_state
 from devtools import PROJECT_DIR
 
@@ -158,7 +159,9 @@ def main(argv: list[str]) -> int:
                 flush=True,
             )
             bench.links = LinkPool(database_url=database_url, prefix=bench.run_id, users=args.linked_users)
-        counts = statements_count(scenarios=scenarios, token=ready.token, seeded=args.seeded, prefix=bench.run_id)
+        if any(scenario.members for scenario in scenarios):
+            bench.members = MemberPool(database_url=database_url, prefix=bench.run_id)
+        counts = statements_count(scenarios=scenarios, bench=bench)
         runs = bench.rounds()
         with psycopg.connect(database_url, autocommit=True) as connection:
             end = table_state(connection)
@@ -215,17 +218,32 @@ def main(argv: list[str]) -> int:
 # The rows each run of a gated scenario and of its reference stored, beside the subjects it sent: the gates
 # keep some out, and a gated batch that stores fewer rows does less work than its reference. The subject IDs
 # of one run are `<its prefix>-<load worker>-<counter>`.
-STORED_BY_RUN = r"""
-SELECT regexp_replace(a.subject_id, '-[0-9]+-[0-9]{10}$', ''), count(*)
+# The rows stored in an experiment and in the holdouts covering it, by run and load worker: a run's new
+# subject IDs are its prefix, the worker's number and a counter of 10 digits, which left(..., -11) drops.
+STORED_BY_WORKER = """
+SELECT left(a.subject_id, -11), count(*)
 FROM assignments_assignment a
-WHERE a.experiment_id = (SELECT id FROM assignments_experiment WHERE lower(key) = lower(%s)) AND a.subject_id LIKE %s
+WHERE a.experiment_id = ANY(%(experiments)s) AND a.subject_id LIKE %(prefix)s
 GROUP BY 1
+"""
+EXPERIMENT_AND_HOLDOUTS = """
+SELECT e.id FROM assignments_experiment e WHERE lower(e.key) = lower(%(experiment)s)
+UNION ALL
+SELECT h.holdout_id FROM assignments_experimentholdout h
+JOIN assignments_experiment e ON e.id = h.experiment_id WHERE lower(e.key) = lower(%(experiment)s)
+"""
+# The rows stored in an experiment for the pool IDs a run took (bench/pools.py), which are the run's rows: the
+# holdout memberships of a pool's IDs were stored by the pool, before the run.
+STORED_FROM_POOL = """
+SELECT count(*) FROM assignments_assignment a
+WHERE a.experiment_id = (SELECT id FROM assignments_experiment WHERE lower(key) = lower(%(experiment)s))
+  AND a.subject_id BETWEEN %(first)s AND %(last)s
 """
 
 
 def stored_count(connection: psycopg.Connection, *, runs: list[dict], prefix: str) -> None:
-    """Sets `stored_share` of each run of a scenario in the gates table: the rows it stored ÷ the subjects it sent,
-    warm-up included."""
+    """Sets `stored_share` of each run of a scenario in the gates table: the rows it stored (in the experiment and,
+    as memberships, in the holdouts covering it) ÷ the subjects it sent, warm-up included."""
     compared = {run["scenario"] for run in runs if run["reference"]} | {run["reference"] for run in runs}
     experiments = {
         key
@@ -234,10 +252,21 @@ def stored_count(connection: psycopg.Connection, *, runs: list[dict], prefix: st
     }
     stored: dict[str, int] = {}
     for experiment_id in sorted(experiments):
-        stored.update(connection.execute(STORED_BY_RUN, [experiment_id, f"{prefix}-%"]).fetchall())
+        pks = [pk for (pk,) in connection.execute(EXPERIMENT_AND_HOLDOUTS, {"experiment": experiment_id})]
+        for worker_prefix, count in connection.execute(STORED_BY_WORKER, {"experiments": pks, "prefix": f"{prefix}-%"}):
+            run_prefix = worker_prefix.rsplit("-", 1)[0]
+            stored[run_prefix] = stored.get(run_prefix, 0) + count
     for run in runs:
-        if run["scenario"] in compared and run["subjects_sent"]:
-            run["stored_share"] = stored.get(run["prefix"], 0) / run["subjects_sent"]
+        if run["scenario"] not in compared or not run["subjects_sent"]:
+            continue
+        span = run.get("pool_span")
+        if span:
+            (count,) = connection.execute(
+                STORED_FROM_POOL, {"experiment": SCENARIOS[run["scenario"]].experiment_id, **span}
+            ).fetchone()
+        else:
+            count = stored.get(run["prefix"], 0)
+        run["stored_share"] = count / run["subjects_sent"]
 
 
 # SQL statements per request, counted in-process with Django's CaptureQueriesContext.
@@ -276,14 +305,14 @@ def statement_summary(sql: str) -> str:
     return " ".join([verb, "+".join(tables)]).strip()
 
 
-def statements_count(*, scenarios: list[Scenario], token: str, seeded: int, prefix: str) -> list[StatementCount]:
-    """One count per scenario that sends statements through Django; new subject IDs start with `prefix`."""
+def statements_count(*, scenarios: list[Scenario], bench: Bench) -> list[StatementCount]:
+    """One count per scenario that sends statements through Django, with the subject IDs the bench's runs send."""
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
     client = Client()
-    headers = {"HTTP_AUTHORIZATION": f"Bearer {token}", "HTTP_HOST": "127.0.0.1"}
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {bench.token}", "HTTP_HOST": "127.0.0.1"}
 
     def post(scenario: Scenario, ids: list[str]) -> None:
         body = request_body(scenario, ids)
@@ -295,16 +324,17 @@ def statements_count(*, scenarios: list[Scenario], token: str, seeded: int, pref
     for scenario in scenarios:
         if scenario.kind not in (ASSIGN, SUBJECT, LINK):
             continue
-        ids = SubjectIds(scenario=scenario, prefix=f"{prefix}-count-{scenario.key}", seeded=seeded, seed=0)
-        post(scenario, ids.next_batch())
         texts: list[str] = []
 
         def record(execute, sql, params, many, context, texts=texts):
             texts.append(sql)
             return execute(sql, params, many, context)
 
-        with connection.execute_wrapper(record), CaptureQueriesContext(connection) as captured:
+        with bench.pooled(scenario):
+            ids = bench.subject_ids(scenario, f"{bench.run_id}-count-{scenario.key}", 0)
             post(scenario, ids.next_batch())
+            with connection.execute_wrapper(record), CaptureQueriesContext(connection) as captured:
+                post(scenario, ids.next_batch())
         # The log has no text for a prepared statement (core/database.py): take it as the cursor got it.
         cursor_texts = iter(texts)
         sql = [query["sql"] if query["sql"] in _TRANSACTION else next(cursor_texts) for query in captured]

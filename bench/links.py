@@ -14,10 +14,8 @@ shaped like a site's logins:
 
 The scenarios' linked new cookies come from a `LinkPool`: cookies
 <run ID>-pool-<n>, each linked to a seeded user (scattered: user n * 7919 mod
---linked-users) whose first cookie is assigned. Their links are stored by the
-bench process between runs (`top_up`), never while one is measured, and the load
-workers take them through a counter their processes share, so each pool cookie
-is asked for once in an invocation and is new in the experiment that gets it.
+--linked-users) whose first cookie is assigned, stored between runs and each asked
+for once in an invocation (bench/pools.py), so it is new in the experiment that gets it.
 The walk from one goes cookie, user, that user's cookies (the assigned first
 one among them: the variant carried over), and on through shared devices to
 depth 4; from an unlinked new cookie it finds no link at all.
@@ -25,7 +23,6 @@ depth 4; from an unlinked new cookie it finds no link at all.
 
 from __future__ import annotations
 
-import multiprocessing
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -33,6 +30,7 @@ from typing import Any
 import psycopg
 
 from bench.baseline import experiments_read, subject_types_read
+from bench.pools import Pool
 from bench.scenarios import LINKS_EXPERIMENT_ID, NOLINKS_EXPERIMENT_ID, seeded_subject_id
 
 LINK_COPY = (
@@ -43,9 +41,6 @@ ASSIGNMENT_COPY = (
     "COPY assignments_assignment (experiment_id, subject_id, variant_id, cohort, created_at, source) FROM STDIN"
 )
 SHARED_DEVICE_EVERY = 10
-# Pool cookies stored ahead of a run: enough for this many a second of the run (raw SQL on an idle
-# 2-core machine took about 7,000), and twice what the largest run so far took.
-POOL_PER_SECOND = 15_000
 POOL_SCATTER = 7919
 
 
@@ -105,56 +100,28 @@ def links_seed(*, database_url: str, users: int) -> dict[str, Any]:
     }
 
 
-class LinkPool:
-    """New cookies linked through a seeded user to an assigned cookie, each handed out once.
+class LinkPool(Pool):
+    """New cookies linked through a seeded user to an assigned cookie."""
 
-    Made before the load workers fork: they share `_taken`, and see the links
-    stored up to their fork (`stored`).
-    """
+    name = "pool of linked cookies"
+    # Raw SQL on an idle 2-core machine took about 7,000 a second.
+    per_second = 15_000
 
     def __init__(self, *, database_url: str, prefix: str, users: int) -> None:
-        self.database_url = database_url
-        self.prefix = prefix
+        super().__init__(database_url=database_url, prefix=prefix)
         self.users = users
-        self._taken = multiprocessing.get_context("fork").Value("q", 0)
-        self.stored = 0
-        self._largest_run = 0
-        self._run_start = 0
         with psycopg.connect(database_url, autocommit=True) as connection:
             self.types = subject_types_read(connection)
 
-    def cookie_id(self, number: int) -> str:
+    def subject_id(self, number: int) -> str:
         return f"{self.prefix}-pool-{number:09d}"
 
-    @property
-    def taken(self) -> int:
-        return self._taken.value
-
-    def take(self, count: int) -> list[str]:
-        """In a load worker: the next `count` pool cookies, never handed out before."""
-        with self._taken.get_lock():
-            start = self._taken.value
-            self._taken.value = start + count
-        if start + count > self.stored:
-            raise RuntimeError(f"the pool of linked cookies ran out ({self.stored:,} stored before this run)")
-        return [self.cookie_id(number) for number in range(start, start + count)]
-
-    def top_up(self, *, seconds: float) -> None:
-        """Before a run of `seconds` (warm-up included): store the links of enough pool cookies for it."""
-        self._run_start = self.taken
-        wanted = self.taken + max(int(POOL_PER_SECOND * seconds), 2 * self._largest_run)
-        if self.stored >= wanted:
-            return
+    def store(self, connection: psycopg.Connection, start: int, end: int) -> None:
         created_at = datetime.now(UTC)
-        with psycopg.connect(self.database_url, autocommit=True) as connection:
-            with connection.cursor().copy(LINK_COPY) as copy:
-                for number in range(self.stored, wanted):
-                    user_id = seeded_subject_id(number * POOL_SCATTER % self.users)
-                    copy.write_row(_link(self.types, user_id, self.cookie_id(number), created_at))
-        self.stored = wanted
-
-    def run_ended(self) -> None:
-        self._largest_run = max(self._largest_run, self.taken - self._run_start)
+        with connection.cursor().copy(LINK_COPY) as copy:
+            for number in range(start, end):
+                user_id = seeded_subject_id(number * POOL_SCATTER % self.users)
+                copy.write_row(_link(self.types, user_id, self.subject_id(number), created_at))
 
 
 # Of this invocation's new cookies in the two experiments: how many were stored with each source, pool

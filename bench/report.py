@@ -205,9 +205,10 @@ def gates_table(runs: list[dict[str, Any]]) -> Table:
     The rounds take the scenarios in turn (bench/rounds.py), so the two runs of a ratio
     ran in the same round, minutes apart at most. stored ÷ sent: the rows a run stored
     over the subjects it asked for, which the gates make less than 1 when they keep some
-    out. CPU is per request: app the target's gunicorn workers (none for raw SQL), db the
-    PostgreSQL backends, client the load workers, which build the attributes and check
-    every exclusion on the same cores.
+    out and the holdouts' membership rows more. CPU is per request: app the target's
+    gunicorn workers (none for raw SQL), db the PostgreSQL backends, client the load
+    workers, which build the attributes and check the exclusions (bench/exclusions.py)
+    on the same cores.
     """
     header = [
         "scenario",

@@ -26,8 +26,8 @@ from bench.client import HttpWorker
 from bench.connections import CONNECTION_MODES, DEPLOYMENT
 from bench.cpu import CpuWindow, CpuWindows
 from bench.database import DatabaseServer
-from bench.links import LinkPool
 from bench.load import LoadResult, load_run
+from bench.pools import Pool
 from bench.profile import profile_summary, profilers_start
 from bench.scenarios import ASSIGN, EXPERIMENT_ID, HEALTHZ, SCENARIOS, SUBJECT, Scenario, SubjectIds
 from bench.server import MINIMAL_APP, gunicorn, worker_pids
@@ -241,8 +241,10 @@ class Bench:
         # This invocation's servers only (with GUNICORN_ACCESS_LOG=true, a line per request).
         self.log_path.write_text("")
         self.profile_dir = PROJECT_DIR / "var" / "bench-profiles"
-        # The linked new cookies of the scenarios with linked_every (bench/links.py); bench/run hot-path sets it.
-        self.links: LinkPool | None = None
+        # The linked new cookies of the scenarios with linked_every (bench/links.py) and the holdout members of
+        # those with members (bench/memberships.py); bench/run hot-path sets them.
+        self.links: Pool | None = None
+        self.members: Pool | None = None
         # Every experiment's configuration, read when the rounds start: what the HTTP load workers check
         # their answers against.
         self.catalog: dict[str, Experiment] = {}
@@ -254,24 +256,49 @@ class Bench:
             return [self.catalog[key.lower()] for key in scenario.experiments]
         return []
 
-    def _subject_ids(self, scenario: Scenario, prefix: str, index: int) -> SubjectIds:
+    def _pool(self, scenario: Scenario) -> Pool | None:
+        if scenario.linked_every:
+            if self.links is None:
+                raise RuntimeError(f"scenario {scenario.key} needs the identifier links bench/run hot-path seeds")
+            return self.links
+        if scenario.members:
+            if self.members is None:
+                raise RuntimeError(f"scenario {scenario.key} needs the holdout members bench/run hot-path stores")
+            return self.members
+        return None
+
+    def subject_ids(self, scenario: Scenario, prefix: str, index: int) -> SubjectIds:
         return SubjectIds(
-            scenario=scenario, prefix=f"{prefix}-{index}", seeded=self.args.seeded, seed=index, pool=self.links
+            scenario=scenario,
+            prefix=f"{prefix}-{index}",
+            seeded=self.args.seeded,
+            seed=index,
+            pool=self._pool(scenario),
         )
 
     @contextlib.contextmanager
-    def _linked_cookies(self, scenario: Scenario) -> Iterator[None]:
-        """Around one run: the links of the pool cookies it may take stored before it starts."""
-        if not scenario.linked_every:
-            yield
+    def pooled(self, scenario: Scenario) -> Iterator[dict[str, str]]:
+        """Around one run: what the pool IDs it may take need stored before it starts. Yields a dict that
+        names, once the run is over, the first and the last pool ID it took (none without a pool)."""
+        pool = self._pool(scenario)
+        span: dict[str, str] = {}
+        if pool is None:
+            yield span
             return
-        if self.links is None:
-            raise RuntimeError(f"scenario {scenario.key} needs the identifier links bench/run hot-path seeds")
-        self.links.top_up(seconds=self.args.warmup + self.args.duration)
+        pool.top_up(seconds=self.args.warmup + self.args.duration)
+        start = pool.taken
         try:
-            yield
+            yield span
         finally:
-            self.links.run_ended()
+            pool.run_ended()
+            if pool.taken > start:
+                span.update(first=pool.subject_id(start), last=pool.subject_id(pool.taken - 1))
+
+    def _pooled_run(self, scenario: Scenario, run) -> dict[str, Any]:
+        with self.pooled(scenario) as span:
+            record = run()
+        record["pool_span"] = span or None
+        return record
 
     def _prefix(self, scenario: Scenario, label: str, concurrency: int, round_number: int) -> str:
         """Of the new subject IDs of one run: every run asks for its own, so they are new."""
@@ -328,7 +355,7 @@ class Bench:
             return BaselineWorker(
                 database_url=self.database_url,
                 scenario=scenario,
-                subject_ids=self._subject_ids(scenario, prefix, index),
+                subject_ids=self.subject_ids(scenario, prefix, index),
             )
 
         result, _, db = self._measure(make_worker=make_worker, concurrency=concurrency, app_pids=list, app_parent=None)
@@ -393,7 +420,7 @@ class Bench:
         with gunicorn(app=application, env=env, settings=settings, log_path=self.log_path) as http_server:
 
             def make_worker(index: int) -> HttpWorker:
-                ids = self._subject_ids(scenario, prefix, index)
+                ids = self.subject_ids(scenario, prefix, index)
                 return HttpWorker(
                     host=http_server.host,
                     port=http_server.port,
@@ -432,18 +459,19 @@ class Bench:
         for target in (target for target in TARGETS if target in self.args.targets):
             if target == "baseline":
                 if scenario.kind != HEALTHZ:
-                    with self._linked_cookies(scenario):
-                        run = self.baseline(scenario, concurrency, round_number, state)
-                    yield run
+                    yield self._pooled_run(scenario, lambda: self.baseline(scenario, concurrency, round_number, state))
             elif target == "minimal":
-                with self._linked_cookies(scenario):
-                    run = self.http("minimal", scenario, concurrency, round_number, state)
-                yield run
+                yield self._pooled_run(
+                    scenario, lambda: self.http("minimal", scenario, concurrency, round_number, state)
+                )
             else:
                 for mode in self.args.connections:
-                    with self._linked_cookies(scenario):
-                        run = self.http("service", scenario, concurrency, round_number, state, connections=mode)
-                    yield run
+                    yield self._pooled_run(
+                        scenario,
+                        lambda mode=mode: self.http(
+                            "service", scenario, concurrency, round_number, state, connections=mode
+                        ),
+                    )
 
     def rounds(self) -> list[dict[str, Any]]:
         """At each concurrency, the rounds: in each, every scenario in turn, and per scenario and trigger state,

@@ -18,6 +18,9 @@ SUBJECT_EXPERIMENT_IDS = tuple(f"bench-user-{number:02d}" for number in range(1,
 UNGATED_EXPERIMENT_ID = "bench-ungated"
 GATED_EXPERIMENT_ID = "bench-gated"
 GATED_ALL_EXPERIMENT_ID = "bench-gated-all"
+# bench/hot_path_resources.yaml's user experiment with bench-user-01's variants in a layer, all of whose
+# slots it owns, and covered by two holdouts.
+LAYERED_EXPERIMENT_ID = "bench-layered"
 
 # A user's attributes, as examples/demo.yaml's subject type declares them. Each of PASSING passes the
 # targeting of bench-gated and bench-gated-all, through either side of its anyOf; MIXED adds a user of
@@ -55,6 +58,8 @@ class Scenario:
     # Every n-th new subject is a new cookie linked, before the request, to a seeded user whose
     # first cookie is assigned (bench/links.py); 0: none.
     linked_every: int = 0
+    # Every new subject is a user who is a member of the experiment's holdouts already (bench/memberships.py).
+    members: bool = False
     # The raw-SQL baseline sends assignments/storage.py's statements (JSON parameters, the fetch with
     # its head row, the insert of (experiment, subject, variant, cohort, source) rows, the link walk).
     # The original /experiment-assignments scenarios keep the array statements of bench/baseline.py
@@ -161,6 +166,25 @@ SCENARIOS = {
             reference="1000-new-user",
         ),
         Scenario(
+            "1000-new-layered",
+            "1000 new users, experiment in a layer with two holdouts (a membership row in each)",
+            ASSIGN,
+            new=1000,
+            experiment_id=LAYERED_EXPERIMENT_ID,
+            service_sql=True,
+            reference="1000-new-user",
+        ),
+        Scenario(
+            "1000-members",
+            "1000 users new to the experiment in a layer, members of its two holdouts already",
+            ASSIGN,
+            new=1000,
+            experiment_id=LAYERED_EXPERIMENT_ID,
+            members=True,
+            service_sql=True,
+            reference="1000-new-user",
+        ),
+        Scenario(
             "1000-new-nolinks",
             "1000 new cookies (1 in 10 linked to an assigned one), experiment without followLinks",
             ASSIGN,
@@ -190,9 +214,9 @@ def attributes_sent(scenario: Scenario, ids: list[str]) -> dict[str, dict[str, o
     return {subject_id: profiles[position % len(profiles)] for position, subject_id in enumerate(ids)}
 
 
-class LinkedCookies(Protocol):
-    """Where linked new cookies come from (bench/links.py's LinkPool); a protocol so that this module, which
-    links.py imports, imports nothing of links.py."""
+class Pooled(Protocol):
+    """Where linked new cookies and holdout members come from (bench/pools.py); a protocol so that this module,
+    which the pools import, imports nothing of them."""
 
     def take(self, count: int) -> list[str]: ...
 
@@ -208,12 +232,11 @@ class SubjectIds:
     new in this database whatever ran before; existing ones are a random sample
     of the seeded IDs, so reads spread over the whole index. In a scenario with
     linked_every, that share of the new IDs are instead taken from the pool of
-    linked cookies, each used once in the invocation.
+    linked cookies, and with members all of them from the pool of holdout
+    members, each used once in the invocation.
     """
 
-    def __init__(
-        self, *, scenario: Scenario, prefix: str, seeded: int, seed: int, pool: LinkedCookies | None = None
-    ) -> None:
+    def __init__(self, *, scenario: Scenario, prefix: str, seeded: int, seed: int, pool: Pooled | None = None) -> None:
         if scenario.existing > seeded:
             raise ValueError(f"scenario {scenario.key} needs {scenario.existing} seeded subjects, {seeded} exist")
         self.scenario = scenario
@@ -221,9 +244,11 @@ class SubjectIds:
         self.seeded = seeded
         self.counter = 0
         self.random = random.Random(seed)
-        self.pool = pool if scenario.linked_every else None
+        self.pool = pool if scenario.linked_every or scenario.members else None
 
     def next_batch(self) -> list[str]:
+        if self.scenario.members:
+            return self.pool.take(self.scenario.new)
         start = self.counter
         self.counter += self.scenario.new
         ids = [f"{self.prefix}-{number:010d}" for number in range(start, self.counter)]
