@@ -58,6 +58,8 @@ scenarios (one request each; new subjects and pairs are new in the database what
   *-gated send new users with attributes to bench-gated (targeting, coverage 0.5) or bench-gated-all (the same
   targeting, coverage 1: every one of them enters), each beside its reference (1-new-user, subject-1,
   1000-new-user) without gates; the table "With gates and without" compares them round by round.
+  1000-new-layered and 1000-members send new users and users who are holdout members already (bench/memberships.py)
+  to bench-layered, in a layer and covered by two holdouts, beside 1000-new-user.
 
 The defaults run everything: 3 rounds at 16 and at 64 clients on 1,000,000 seeded
 assignments and --linked-users' links, about an hour and a half on 2 cores. A quick look:
