@@ -41,6 +41,7 @@ from bench.report import (
 from bench.rounds import TARGETS, Bench, HelpFormatter, shared_arguments
 from bench.scenarios import ASSIGN, HEALTHZ, LINK, SCENARIOS, SUBJECT, Scenario
 from bench.seed import table_state
+from bench.wrk import WrkUnavailable, supported, wrk_path
 from devtools import PROJECT_DIR
 
 DEMO_CONFIG = PROJECT_DIR / "examples" / "demo.yaml"
@@ -132,6 +133,14 @@ def arguments(argv: list[str]) -> argparse.Namespace:
         parser.error("--linked-users must be at least 1")
     if args.citus_workers < 0:
         parser.error("--citus-workers must be 0 or more")
+    if args.load == "wrk":
+        unsupported = [key for key in args.scenarios if not supported(SCENARIOS[key])]
+        if unsupported:
+            parser.error(f"--load wrk cannot make the requests of {', '.join(unsupported)} (attributes or pooled IDs)")
+        try:
+            wrk_path()
+        except WrkUnavailable as error:
+            parser.error(str(error))
     return args
 
 

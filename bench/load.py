@@ -52,9 +52,13 @@ class LoadResult:
     first_error: str | None
     client_cpu_seconds: float
     latencies: list[float]
+    # Percentiles a load generator computed itself (wrk.py), by share: they stand for the latencies it keeps.
+    percentiles: dict[float, float] = field(default_factory=dict)
 
     def percentile(self, share: float) -> float | None:
         """Nearest-rank percentile of the measured latencies, in seconds."""
+        if share in self.percentiles:
+            return self.percentiles[share]
         if not self.latencies:
             return None
         rank = max(1, math.ceil(share * len(self.latencies)))

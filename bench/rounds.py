@@ -31,12 +31,14 @@ from bench.pools import Pool
 from bench.profile import profile_summary, profilers_start
 from bench.scenarios import ASSIGN, EXPERIMENT_ID, HEALTHZ, SCENARIOS, SUBJECT, Scenario, SubjectIds
 from bench.server import MINIMAL_APP, gunicorn, worker_pids
+from bench.wrk import wrk_run
 from devtools import PROJECT_DIR
 from devtools.gunicorn import SERVICE_APP, gunicorn_settings
 
 # In the order each round runs them.
 TARGETS = ("baseline", "minimal", "service")
 COUNT_TRIGGER_STATES = ("on", "off")
+LOADS = ("python", "wrk")
 
 GUNICORN_SIZE = ("GUNICORN_WORKERS", "GUNICORN_THREADS")
 
@@ -123,6 +125,14 @@ def shared_arguments(parser: argparse.ArgumentParser) -> None:
         type=lambda raw: _choices(raw, COUNT_TRIGGER_STATES, "--count-triggers"),
         help="run every target with the assignment count triggers on, off (ALTER TABLE ... DISABLE TRIGGER USER "
         "for the run) or both, side by side: on,off",
+    )
+    parser.add_argument(
+        "--load",
+        choices=LOADS,
+        default="python",
+        help="what drives the HTTP targets: python (load.py's worker processes, each answer's body checked) or wrk "
+        "(the native generator, whose own CPU is a fraction of theirs; status codes checked; raw SQL not run): "
+        "bench/wrk.py",
     )
     parser.add_argument(
         "--repeat",
@@ -305,8 +315,17 @@ class Bench:
         return f"{self.run_id}-{scenario.key}-{label.replace('/', '-')}-c{concurrency}-r{round_number}"
 
     def _measure(
-        self, *, make_worker, concurrency: int, app_pids, app_parent: int | None, profile_name: str | None = None
+        self,
+        *,
+        make_worker,
+        concurrency: int,
+        app_pids,
+        app_parent: int | None,
+        profile_name: str | None = None,
+        drive=None,
     ) -> tuple[LoadResult, CpuWindow, CpuWindows]:
+        """One run's load with the CPU windows around its measured part: the Python load workers of
+        `make_worker`, or `drive(on_start, on_end)` (wrk.py) when given."""
         app = CpuWindow(app_pids, parent=app_parent)
         # Each node's postmaster reaps the backends of connections that end within the window (CpuWindow).
         db = CpuWindows(
@@ -331,14 +350,17 @@ class Bench:
             app.end()
             db.end()
 
-        result = load_run(
-            make_worker=make_worker,
-            concurrency=concurrency,
-            warmup=self.args.warmup,
-            duration=self.args.duration,
-            on_start=start,
-            on_end=end,
-        )
+        if drive is not None:
+            result = drive(start, end)
+        else:
+            result = load_run(
+                make_worker=make_worker,
+                concurrency=concurrency,
+                warmup=self.args.warmup,
+                duration=self.args.duration,
+                on_start=start,
+                on_end=end,
+            )
         for profiler in profilers:
             profiler.wait(timeout=60)
         if profile_name is not None:
@@ -430,12 +452,27 @@ class Bench:
                     experiments=self._experiments(scenario),
                 )
 
+            def drive(on_start, on_end) -> LoadResult:
+                return wrk_run(
+                    url=f"http://{http_server.host}:{http_server.port}",
+                    scenario=scenario,
+                    token=self.token,
+                    prefix=prefix,
+                    seeded=self.args.seeded,
+                    concurrency=concurrency,
+                    warmup=self.args.warmup,
+                    duration=self.args.duration,
+                    on_start=on_start,
+                    on_end=on_end,
+                )
+
             result, app, db = self._measure(
                 make_worker=make_worker,
                 concurrency=concurrency,
                 app_pids=lambda: worker_pids(http_server),
                 app_parent=http_server.process.pid,
                 profile_name=prefix if self.args.profile and target == "service" else None,
+                drive=drive if self.args.load == "wrk" else None,
             )
         # Backends flush their statistics when they exit: count once gunicorn's connections are gone.
         self.server.wait_without_clients(self.args.database)
@@ -458,7 +495,8 @@ class Bench:
     def _round(self, scenario: Scenario, concurrency: int, round_number: int, state: str) -> Iterator[dict[str, Any]]:
         for target in (target for target in TARGETS if target in self.args.targets):
             if target == "baseline":
-                if scenario.kind != HEALTHZ:
+                # Raw SQL has no HTTP to drive, and no /healthz.
+                if scenario.kind != HEALTHZ and self.args.load == "python":
                     yield self._pooled_run(scenario, lambda: self.baseline(scenario, concurrency, round_number, state))
             elif target == "minimal":
                 yield self._pooled_run(
