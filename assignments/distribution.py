@@ -22,7 +22,8 @@ from psycopg import sql
 
 
 class NotCitus(Exception):
-    """The database is not a Citus coordinator: nothing was changed."""
+    """The database is not a Citus coordinator (with the distributed layout, where that is needed): nothing
+    was changed."""
 
 
 # In foreign-key order: a reference table's targets are reference tables first.
@@ -111,11 +112,12 @@ def citus_version() -> str | None:
 
 _distributed: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
-# Asked in turn: the second names Citus's catalog, which exists only with the extension.
+# Asked in turn: the second names Citus's catalog, which exists only with the extension. A database
+# not migrated yet (add_worker asks before anything else) has no table to distribute: to_regclass is null.
 CITUS_INSTALLED = "SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')"
 ASSIGNMENTS_DISTRIBUTED = (
     "SELECT EXISTS (SELECT FROM pg_dist_partition WHERE partmethod = 'h' "
-    "AND logicalrelid = 'assignments_assignment'::regclass)"
+    "AND logicalrelid = to_regclass('assignments_assignment'))"
 )
 
 
@@ -163,6 +165,19 @@ def _foreign_keys(tables: list[str]) -> list[tuple[str, str, str]]:
         return cursor.fetchall()
 
 
+def citus_coordinator_ensure(command: str) -> None:
+    """Raise NotCitus, naming `command`, unless the database is a Citus coordinator."""
+    if citus_version() is None:
+        raise NotCitus(
+            f"the database {connection.settings_dict['NAME']!r} has no citus extension: {command} runs "
+            "on a Citus coordinator (docs/how-to/scale-out-citus.md)"
+        )
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT citus_is_coordinator()")
+        if not cursor.fetchone()[0]:
+            raise NotCitus(f"this database is a Citus worker: run {command} on the coordinator")
+
+
 def tables_distribute() -> list[str]:
     """Turn the migrated database into the distributed layout; what was done, one line each (none if nothing).
 
@@ -170,16 +185,7 @@ def tables_distribute() -> list[str]:
     NotCitus, having changed nothing, on a database without Citus or on a
     Citus worker.
     """
-    version = citus_version()
-    if version is None:
-        raise NotCitus(
-            f"the database {connection.settings_dict['NAME']!r} has no citus extension: distribute_tables runs "
-            "on a Citus coordinator (docs/how-to/scale-out-citus.md)"
-        )
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT citus_is_coordinator()")
-        if not cursor.fetchone()[0]:
-            raise NotCitus("this database is a Citus worker: run distribute_tables on the coordinator")
+    citus_coordinator_ensure("distribute_tables")
     done: list[str] = []
     with transaction.atomic(), connection.cursor() as cursor:
         # One connection per node for the whole transaction: Citus refuses to propagate the

@@ -9,7 +9,8 @@ a coordinator on PORT and N workers on the next ports. scripts/test-citus and
     python -m devtools.citus postgres://root@127.0.0.1:5700 NAME WORKERS
 
 creates database NAME (dropped first if it exists) with the citus extension on
-every node and the workers added to the coordinator.
+every node and the workers added to the coordinator. citus_bare_node() is a server as a
+new worker is before `manage.py add_worker` prepares it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ import psycopg
 from psycopg import sql
 
 from devtools import PROJECT_DIR
+from devtools.cluster import Cluster, private_cluster
+
+# The server `build` installs Citus into, and the one the `cluster` script runs.
+POSTGRES_BIN = Path("/usr/lib/postgresql/15/bin")
 
 
 def citus_tools() -> Path:
@@ -79,6 +84,18 @@ def citus_cluster(directory: Path, port: int, workers: int, *, max_connections: 
         yield f"postgres://root@127.0.0.1:{port}"
     finally:
         _cluster("stop", str(directory))
+
+
+@contextlib.contextmanager
+def citus_bare_node() -> Iterator[Cluster]:
+    """A started PostgreSQL 15 server on a free port that loads Citus and holds nothing else (no citus
+    extension, no database but the defaults), as a new worker is before it is added; Citus built first
+    (idempotent). Stopped and deleted at the end."""
+    subprocess.run(["bash", str(citus_tools() / "build")], check=True)
+    with private_cluster(
+        prefix="citus-node-", bin_dir=POSTGRES_BIN, settings={"shared_preload_libraries": "citus"}
+    ) as node:
+        yield node
 
 
 if __name__ == "__main__":

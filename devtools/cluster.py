@@ -41,9 +41,10 @@ def postgres_bin_dir() -> Path:
 class Cluster:
     """One throwaway cluster; `url(name)` is a database on it."""
 
-    def __init__(self, bin_dir: Path, base: Path) -> None:
+    def __init__(self, bin_dir: Path, base: Path, settings: dict[str, str] | None = None) -> None:
         self.bin_dir = bin_dir
         self.base = base
+        self.settings = settings or {}
         self.data = base / "data"
         self.log_path = base / "postgresql.log"
         self.port = free_port()
@@ -69,6 +70,7 @@ class Cluster:
     def start(self) -> None:
         """Start and wait until it accepts connections (pg_ctl -w)."""
         options = f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.base} -c fsync=off"
+        options += "".join(f" -c {name}={value}" for name, value in self.settings.items())
         self._run(
             str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-l", str(self.log_path), "-o", options, "-w", "start"
         )
@@ -89,13 +91,18 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def private_cluster(*, prefix: str = "private-cluster-") -> Iterator[Cluster]:
+def private_cluster(
+    *, prefix: str = "private-cluster-", bin_dir: Path | None = None, settings: dict[str, str] | None = None
+) -> Iterator[Cluster]:
     """A started cluster in a new temporary directory, stopped and deleted at the end; ClusterUnavailable
-    if this machine cannot run one."""
-    bin_dir = postgres_bin_dir()
+    if this machine cannot run one.
+
+    bin_dir: the server's binaries, postgres_bin_dir() by default; settings: server settings given at start.
+    """
+    bin_dir = bin_dir or postgres_bin_dir()
     base = Path(tempfile.mkdtemp(prefix=prefix))
     try:
-        cluster = Cluster(bin_dir, base)
+        cluster = Cluster(bin_dir, base, settings)
         cluster.init()
         cluster.start()
         try:

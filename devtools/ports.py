@@ -15,6 +15,24 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def free_port_range(count: int) -> int:
+    """The first of `count` consecutive ports nothing listens on now, for servers that take consecutive ports
+    (a Citus cluster); the same small race as free_port's."""
+    while True:
+        first = free_port()
+        if first + count <= 65536 and all(_bindable(port) for port in range(first + 1, first + count)):
+            return first
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def wait_for_port(port: int, *, timeout: float = 20.0) -> None:
     """Until something accepts connections on 127.0.0.1:port; TimeoutError after timeout seconds."""
     deadline = time.monotonic() + timeout

@@ -3,7 +3,8 @@ stdout and stderr, a reader that closes stdout early, and stderr being a termina
 
 The run_manage* ones use the test session's PostgreSQL database (tests.helpers.server.database_url_for_tests),
 so the tests that call them are `@pytest.mark.postgres` and `django_db(transaction=True)` (the rows they set
-up must be committed for another process to see them); manage_output uses the database its env names.
+up must be committed for another process to see them); manage_run and manage_output use the database their env
+names.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from tests.helpers.server import database_url_for_tests
 CLOSED_STDOUT_MESSAGE = "stdout was closed before the command finished"
 
 
-def manage_output(*args: str, env: dict[str, str]) -> str:
-    """Run `manage.py args` with env added to ours; its stdout, after checking it succeeded."""
-    result = subprocess.run(
+def manage_run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """Run `manage.py args` with env added to ours; stdout and stderr as text."""
+    return subprocess.run(
         [sys.executable, "manage.py", *args],
         cwd=PROJECT_DIR,
         env={**os.environ, **env},
@@ -33,6 +34,11 @@ def manage_output(*args: str, env: dict[str, str]) -> str:
         text=True,
         timeout=120,
     )
+
+
+def manage_output(*args: str, env: dict[str, str]) -> str:
+    """Run `manage.py args` with env added to ours; its stdout, after checking it succeeded."""
+    result = manage_run(*args, env=env)
     assert result.returncode == 0, result.stderr
     return result.stdout
 
