@@ -119,8 +119,8 @@ class Experiment:
             if variant_pk is None:
                 row = new.get(pair)
                 if row is None:
-                    variant_pk = holdout.allocation.variant_for(holdout.salt, subject_id)
-                    row = new[pair] = [holdout.pk, subject_id, variant_pk, holdout.cohort, "hashed"]
+                    drawn = holdout.allocation.variant_for(holdout.salt, subject_id)
+                    row = new[pair] = [holdout.pk, subject_id, drawn, holdout.cohort, "hashed"]
                 variant_pk = row[2]
             held_out = held_out or variant_pk == holdout.control_pk
         return held_out
