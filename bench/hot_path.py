@@ -4,7 +4,8 @@ Creates a fresh database (or reuses one, --reuse-database), migrates it (on a
 Citus coordinator, --citus-workers, then distributes its tables), applies
 examples/demo.yaml and bench/hot_path_resources.yaml, creates a proxy token and
 stores --seeded assignments (and, for the followLinks scenarios, identifier
-links: bench/links.py); counts SQL statements per request in-process; then, per
+links: bench/links.py; for 1000-members, holdout members between runs:
+bench/memberships.py); counts SQL statements per request in-process; then, per
 scenario and concurrency, runs rounds of three targets on the same PostgreSQL:
 raw SQL (psycopg, no HTTP), the minimal app (bench/minimal_app.py) and the
 service, both served by `gunicorn -c deploy/gunicorn.conf.py` as deployed.
