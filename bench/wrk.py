@@ -168,6 +168,8 @@ def wrk_run(
 ) -> LoadResult:
     """A warm-up wrk, then the measured one between on_start and on_end: what it measured, in load.py's terms,
     with the measured wrk process's CPU as the client's."""
+    if not supported(scenario):
+        raise ValueError(f"wrk cannot make the requests of scenario {scenario.key} (attributes or pooled IDs)")
     with tempfile.TemporaryDirectory(prefix="bench-wrk-") as directory:
         warm_lua, lua = Path(directory) / "warm.lua", Path(directory) / "run.lua"
         warm_lua.write_text(script(scenario=scenario, token=token, prefix=f"{prefix}-w", seeded=seeded))
