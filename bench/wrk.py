@@ -43,6 +43,11 @@ function setup(thread)
     next_thread = next_thread + 1
 end
 
+-- Each thread draws its own sample of the seeded subjects, as each Python load worker does.
+function init(args)
+    math.randomseed(1000 + thread_number)
+end
+
 local counter = 0
 local headers = {["Authorization"] = "Bearer " .. token, ["Content-Type"] = "application/json"}
 
