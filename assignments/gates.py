@@ -32,7 +32,7 @@ from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
 from assignments.hashing import SCALE, Allocation, draws, threshold
-from assignments.slots import Ranges, owned_table, slot
+from assignments.slots import Ranges, owned_table, ranges_from, slot
 
 V = TypeVar("V")
 
@@ -344,6 +344,28 @@ class Gates:
             layer=layer,
             targeting=Targeting.from_documents(targeting, attribute_types) if targeting else None,
             coverage_threshold=threshold(coverage),
+        )
+
+    @classmethod
+    def stored(
+        cls,
+        *,
+        start_at: datetime | None,
+        stop_at: datetime | None,
+        layer_salt: str | None,
+        slots: Sequence[Sequence[int]] | None,
+        targeting: Sequence[Mapping[str, Any]] | None,
+        attributes: Sequence[Mapping[str, str]],
+        coverage: float,
+    ) -> Gates:
+        """The gates from an experiment's stored columns, its layer's salt and its subject type's attributes."""
+        return cls.configured(
+            start_at=start_at,
+            stop_at=stop_at,
+            layer=None if layer_salt is None else LayerSlots(salt=layer_salt, ranges=ranges_from(slots)),
+            targeting=targeting,
+            attribute_types={attribute["name"]: attribute["type"] for attribute in attributes},
+            coverage=coverage,
         )
 
     def window_reason(self, now: datetime) -> str | None:

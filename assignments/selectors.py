@@ -9,10 +9,9 @@ from django.db.models import Max, Q, QuerySet, Sum
 
 from assignments.cache import CATALOG, experiment_catalog, experiment_states, subject_types
 from assignments.errors import UnknownSubjectType
-from assignments.gates import Gates, LayerSlots
+from assignments.gates import Gates
 from assignments.hashing import Allocation
 from assignments.models import Cohort, Experiment, ExperimentHoldout, Layer, SubjectType, Variant, is_resource_id
-from assignments.slots import ranges_from
 
 # The statuses in which an experiment answers with a variant.
 RUNNING_STATUSES = (Experiment.Status.ACTIVE, Experiment.Status.WINNER_DECLARED)
@@ -139,12 +138,13 @@ def experiment_states_load(experiments: QuerySet[Experiment]) -> list[Experiment
             follow_links=follow_links,
             control_pk=controls[pk],
             subject_type_key=subject_type_key,
-            gates=Gates.configured(
+            gates=Gates.stored(
                 start_at=start_at,
                 stop_at=stop_at,
-                layer=None if layer_salt is None else LayerSlots(salt=layer_salt, ranges=ranges_from(slots)),
+                layer_salt=layer_salt,
+                slots=slots,
                 targeting=targeting,
-                attribute_types={attribute["name"]: attribute["type"] for attribute in attributes},
+                attributes=attributes,
                 coverage=coverage,
             ),
             kind=kind,

@@ -44,10 +44,9 @@ import orjson
 import psycopg
 
 from assignments.distribution import ASSIGNMENTS_DISTRIBUTED, CITUS_INSTALLED
-from assignments.gates import OUTSIDE_COVERAGE, Gates, LayerSlots, covered_variant
+from assignments.gates import OUTSIDE_COVERAGE, Gates, covered_variant
 from assignments.hashing import Allocation
 from assignments.linking import link_graph, linked_first, walk_params
-from assignments.slots import ranges_from
 from assignments.storage import FETCH, POSTGRES_INSERT, POSTGRES_LINK_GRAPH, citus_insert
 from bench.exclusions import excluded_expected, exclusions_problem
 from bench.scenarios import ASSIGN, EXPERIMENT_ID, LINK, SUBJECT, Scenario, SubjectIds, attributes_sent
@@ -165,12 +164,13 @@ def experiments_read(connection: psycopg.Connection) -> dict[str, Experiment]:
             variant_keys={variant_pk: variant_key for variant_pk, variant_key, _ in variants.get(pk, [])},
             control_pk=controls[pk][0],
             control_key=controls[pk][1],
-            gates=Gates.configured(
+            gates=Gates.stored(
                 start_at=start_at,
                 stop_at=stop_at,
-                layer=None if layer_salt is None else LayerSlots(salt=layer_salt, ranges=ranges_from(slots)),
+                layer_salt=layer_salt,
+                slots=slots,
                 targeting=targeting,
-                attribute_types={attribute["name"]: attribute["type"] for attribute in attributes},
+                attributes=attributes,
                 coverage=coverage,
             ),
         )
