@@ -13,7 +13,7 @@ from django.test import Client
 from assignments.assigning import assign_subject, assign_subjects
 from assignments.models import Experiment, Variant
 from core.database import PREPARE_MIN_TABLE_BYTES, request_timeouts_apply, with_live_connection
-from tests.helpers.database import database_unreachable
+from tests.helpers.database import database_options_kept, database_unreachable
 
 pytestmark = pytest.mark.postgres
 
@@ -101,9 +101,6 @@ def grow_assignments(experiment: Experiment, *, rows: int) -> None:
     """Add `rows` assignments in one statement, leaving the statistics as they were (no ANALYZE)."""
     variant = Variant.objects.filter(experiment=experiment).first()
     with transaction.atomic(), connection.cursor() as cursor:
-        # A setup step, not a request: free of the web server's statement timeout, which the test
-        # process's connections carry once a test has imported config.wsgi.
-        cursor.execute("SET LOCAL statement_timeout = 0")
         cursor.execute(
             "INSERT INTO assignments_assignment (experiment_id, subject_id, variant_id, cohort, created_at) "
             "SELECT %s, 'grown-' || n, %s, 1, now() FROM generate_series(1, %s) AS n",
@@ -217,11 +214,8 @@ def test_statements__prepared_statements_off__never_prepared(unanalysed_assignme
 @pytest.fixture
 def database_options(settings):
     """The default database's OPTIONS, put back as they were after the test."""
-    options = settings.DATABASES["default"]["OPTIONS"]
-    saved = dict(options)
-    yield options
-    options.clear()
-    options.update(saved)
+    with database_options_kept():
+        yield settings.DATABASES["default"]["OPTIONS"]
 
 
 def test_request_timeouts_apply__new_connections_carry_both_timeouts(db, settings, database_options):
@@ -248,3 +242,11 @@ def test_request_timeouts_apply__both_zero__no_startup_options(db, settings, dat
     request_timeouts_apply()
 
     assert "options" not in database_options
+
+
+def test_test_process__connections_carry_no_web_server_timeouts(db):
+    # Whatever the suite imported (the property test imports config.wsgi): with the server's timeouts
+    # a slow flush of the test database fails and leaves its rows to the next test.
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('statement_timeout'), current_setting('lock_timeout')")
+        assert cursor.fetchone() == ("0", "0")

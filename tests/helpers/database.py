@@ -1,4 +1,5 @@
-"""The database as the tests need it besides the ORM: unreachable without mocks, its lock waits, all its text."""
+"""The database as the tests need it besides the ORM: unreachable without mocks, its lock waits, all its text,
+its connection options."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from django.db import connection
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connection
 
 from core.healthz import database_probe, probe_connection
 from devtools.ports import free_port
@@ -51,6 +53,24 @@ def database_unreachable():
         yield
     finally:
         settings_dict.update(saved)
+
+
+@contextlib.contextmanager
+def database_options_kept():
+    """The default database's connection options on leaving as they were on entering.
+
+    Importing config.wsgi gives every connection the process opens from then on the
+    web server's statement and lock timeouts (core.database.request_timeouts_apply).
+    The test process is no web server: with them, a slow flush of the test database
+    (a TRUNCATE of every table on a loaded Citus cluster) fails and leaves rows to the next test.
+    """
+    options = settings.DATABASES[DEFAULT_DB_ALIAS]["OPTIONS"]
+    saved = dict(options)
+    try:
+        yield
+    finally:
+        options.clear()
+        options.update(saved)
 
 
 def all_table_text() -> str:
