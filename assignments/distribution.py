@@ -154,6 +154,13 @@ def _citus_tables() -> dict[str, str]:
         return dict(cursor.fetchall())
 
 
+def _shard_count(cursor) -> int:
+    cursor.execute(
+        "SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = %s::regclass", [DISTRIBUTED_TABLES[0].table]
+    )
+    return cursor.fetchone()[0]
+
+
 def _foreign_keys(tables: list[str]) -> list[tuple[str, str, str]]:
     """(table, constraint, definition) of the foreign keys of `tables`."""
     with connection.cursor() as cursor:
@@ -178,13 +185,22 @@ def citus_coordinator_ensure(command: str) -> None:
             raise NotCitus(f"this database is a Citus worker: run {command} on the coordinator")
 
 
-def tables_distribute() -> list[str]:
+# What Citus accepts for citus.shard_count.
+SHARD_COUNT_MAX = 64000
+
+
+def tables_distribute(*, shard_count: int | None = None) -> list[str]:
     """Turn the migrated database into the distributed layout; what was done, one line each (none if nothing).
 
-    Idempotent: tables already in the layout are left as they are. Raises
-    NotCitus, having changed nothing, on a database without Citus or on a
-    Citus worker.
+    The distributed tables get `shard_count` shards each, or the server's
+    citus.shard_count (32 unless set). Idempotent: tables already in the
+    layout are left as they are. Raises NotCitus, having changed nothing, on a
+    database without Citus or on a Citus worker, and ValueError, having changed
+    nothing, when `shard_count` is out of range or differs from the shards the
+    tables already have.
     """
+    if shard_count is not None and not 1 <= shard_count <= SHARD_COUNT_MAX:
+        raise ValueError(f"the shard count must be from 1 to {SHARD_COUNT_MAX}, not {shard_count}")
     citus_coordinator_ensure("distribute_tables")
     done: list[str] = []
     with transaction.atomic(), connection.cursor() as cursor:
@@ -192,6 +208,14 @@ def tables_distribute() -> list[str]:
         # functions below after copying rows into shards over several connections.
         cursor.execute("SET LOCAL citus.multi_shard_modify_mode TO 'sequential'")
         known = _citus_tables()
+        if shard_count is not None:
+            existing = _shard_count(cursor) if known.get(DISTRIBUTED_TABLES[0].table) == "distributed" else None
+            if existing not in (None, shard_count):
+                raise ValueError(
+                    f"the tables are distributed in {existing} shards already: changing that rewrites every row "
+                    "(Citus's alter_distributed_table), which distribute_tables does not do"
+                )
+            cursor.execute("SELECT set_config('citus.shard_count', %s, true)", [str(shard_count)])
         to_reference = [table for table in REFERENCE_TABLES if known.get(table) != "reference"]
         to_distribute = [d for d in DISTRIBUTED_TABLES if known.get(d.table) != "distributed"]
         # The foreign keys of the tables to convert are dropped first and added again once

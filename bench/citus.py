@@ -102,17 +102,21 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--port", type=int, default=int(os.environ.get("CITUS_BENCH_PORT", "5800")), help="the coordinator's port"
     )
+    parser.add_argument(
+        "--shard-count", type=int, help="shards per distributed table on the cluster (default: Citus's, 32)"
+    )
     parser.add_argument("--results-dir", type=Path, default=PROJECT_DIR / "bench" / "results")
     parser.add_argument("--results-name", default="citus")
     args, hot_path = parser.parse_known_args(argv)
     status = 0
+    shards = [] if args.shard_count is None else ["--shard-count", str(args.shard_count)]
     with (
         tempfile.TemporaryDirectory() as results,
         citus_cluster(args.cluster_dir, args.port, WORKERS, max_connections=WORKER_MAX_CONNECTIONS) as coordinator,
     ):
         layouts = {
             "postgresql": (args.postgres_url, []),
-            "citus": (f"{coordinator}/postgres", ["--citus-workers", str(WORKERS)]),
+            "citus": (f"{coordinator}/postgres", ["--citus-workers", str(WORKERS), *shards]),
         }
         for layout in LAYOUTS:
             url, extra = layouts[layout]

@@ -112,6 +112,11 @@ def arguments(argv: list[str]) -> argparse.Namespace:
         "turns it into the distributed layout before seeding; 0: plain PostgreSQL",
     )
     parser.add_argument(
+        "--shard-count",
+        type=int,
+        help="with --citus-workers: distribute_tables --shard-count (default: Citus's, 32)",
+    )
+    parser.add_argument(
         "--reuse-database",
         action="store_true",
         help="use the database if it exists (seeding only the subjects it lacks) and keep it at the end",
@@ -134,6 +139,8 @@ def arguments(argv: list[str]) -> argparse.Namespace:
         parser.error("--linked-users must be at least 1")
     if args.citus_workers < 0:
         parser.error("--citus-workers must be 0 or more")
+    if args.shard_count is not None and not args.citus_workers:
+        parser.error("--shard-count needs --citus-workers: only a Citus cluster has shards")
     if args.load == "wrk":
         unsupported = [key for key in args.scenarios if not supported(SCENARIOS[key])]
         if unsupported:
@@ -155,6 +162,7 @@ def main(argv: list[str]) -> int:
         configs=(DEMO_CONFIG, BENCH_CONFIG),
         seeded=args.seeded,
         citus_workers=args.citus_workers,
+        shard_count=args.shard_count,
         reuse=args.reuse_database,
         keep=args.keep_database,
     ) as ready:

@@ -61,9 +61,10 @@ class Prepared:
         }
 
 
-def django_prepare(*configs: Path, distribute: bool = False) -> str:
-    """Migrate, with `distribute` turn the tables into the Citus layout (distribute_tables), apply the
-    configuration files and (re)create the proxy token `bench` in this process; returns the token."""
+def django_prepare(*configs: Path, distribute: bool = False, shard_count: int | None = None) -> str:
+    """Migrate, with `distribute` turn the tables into the Citus layout (distribute_tables, in `shard_count`
+    shards or Citus's default), apply the configuration files and (re)create the proxy token `bench` in this
+    process; returns the token."""
     import django
     from django.core.management import call_command
 
@@ -72,7 +73,7 @@ def django_prepare(*configs: Path, distribute: bool = False) -> str:
 
     call_command("migrate", verbosity=0)
     if distribute:
-        call_command("distribute_tables", stdout=io.StringIO())
+        call_command("distribute_tables", shard_count=shard_count, stdout=io.StringIO())
     call_command("apply_resources", *map(str, configs), stdout=io.StringIO())
     return api_token_replace(name="bench", role="proxy")[1]
 
@@ -85,6 +86,7 @@ def prepared(
     configs: Sequence[Path],
     seeded: int = 0,
     citus_workers: int = 0,
+    shard_count: int | None = None,
     reuse: bool = False,
     keep: bool = False,
 ) -> Iterator[Prepared]:
@@ -109,7 +111,7 @@ def prepared(
         what = "reusing" if reused else "created"
         names = ", ".join(config.name for config in configs)
         print(f"database {database} ({what}), {layout}: migrating, applying {names}", flush=True)
-        token = django_prepare(*configs, distribute=citus is not None)
+        token = django_prepare(*configs, distribute=citus is not None, shard_count=shard_count)
         seed = None
         if seeded:
             print(f"seeding up to {seeded:,} assigned subjects", flush=True)

@@ -186,21 +186,68 @@ def test_export__on_citus__read_in_pages_of_chunk_size_each_from_where_the_last_
     assert sorted(row[1] for row in rows) == [f"p-{n:04d}" for n in range(25)]
 
 
-def _manage(database_url: str, *args: str) -> str:
+def _manage_run(database_url: str, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "DATABASE_URL": database_url, "SECRET_KEY": "distribution-tests"}
-    done = subprocess.run(
+    return subprocess.run(
         [sys.executable, "manage.py", *args], cwd=PROJECT_DIR, env=env, capture_output=True, text=True, timeout=300
     )
+
+
+def _manage(database_url: str, *args: str) -> str:
+    done = _manage_run(database_url, *args)
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+def _cluster_server() -> str:
+    settings_dict = connection.settings_dict
+    return f"postgres://{settings_dict['USER'] or 'root'}@{settings_dict['HOST']}:{settings_dict['PORT']}"
+
+
+def _shard_counts(url: str) -> dict[str, int]:
+    with psycopg.connect(url, autocommit=True) as database:
+        return dict(
+            database.execute(
+                "SELECT logicalrelid::regclass::text, count(*) FROM pg_dist_shard "
+                "WHERE logicalrelid::regclass::text = ANY(%s) GROUP BY 1",
+                [[item.table for item in DISTRIBUTED_TABLES]],
+            ).fetchall()
+        )
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("shard_count", [0, 64001])
+def test_distribute_tables__shard_count_out_of_range__refuses_and_changes_nothing(shard_count):
+    with pytest.raises(CommandError, match=r"nothing changed: the shard count must be from 1 to 64000"):
+        call_command("distribute_tables", shard_count=shard_count, stdout=io.StringIO())
+
+
+@citus
+@pytest.mark.django_db
+def test_distribute_tables__shard_count__every_distributed_table_has_that_many_and_keeps_them():
+    # Given a migrated database of the cluster
+    server = _cluster_server()
+    citus_database_create(server, "distribute_shards", 2)
+    url = f"{server}/distribute_shards"
+    _manage(url, "migrate")
+
+    # When it is distributed in 4 shards
+    _manage(url, "distribute_tables", "--shard-count", "4")
+
+    # Then every distributed table has 4, and asking for another count later changes nothing
+    assert _shard_counts(url) == {item.table: 4 for item in DISTRIBUTED_TABLES}
+    refused = _manage_run(url, "distribute_tables", "--shard-count", "8")
+    assert refused.returncode != 0
+    assert "distributed in 4 shards already" in refused.stderr
+    assert _shard_counts(url) == {item.table: 4 for item in DISTRIBUTED_TABLES}
+    assert "nothing to do" in _manage(url, "distribute_tables", "--shard-count", "4")
 
 
 @citus
 @pytest.mark.django_db
 def test_distribute_tables__database_with_rows__rows_and_counts_kept_and_counting_and_ids_go_on(tmp_path):
     # Given a database of the cluster, migrated and used before it was distributed
-    settings_dict = connection.settings_dict
-    server = f"postgres://{settings_dict['USER'] or 'root'}@{settings_dict['HOST']}:{settings_dict['PORT']}"
+    server = _cluster_server()
     citus_database_create(server, "distribute_existing", 2)
     url = f"{server}/distribute_existing"
     _manage(url, "migrate")
