@@ -17,6 +17,7 @@ BENCHMARKS = {
     "admin": ("bench.admin", "the staff console on millions of assignments, and what the count triggers cost"),
     "commands": ("bench.commands", "the data commands (export, import, delete) beside psql doing the same"),
     "metrics": ("bench.metrics", "what the Prometheus metrics cost the hot path: METRICS_ENABLED on and off"),
+    "framework": ("bench.framework", "what each layer of the service costs a small request, in one process"),
     "metrics-calls": ("bench.metrics_calls", "the counting calls of one request, timed in one process"),
     "binding": ("bench.binding", "client CPU of the ways to pass a batch of IDs to PostgreSQL"),
     "reliability": ("bench.reliability", "races, a database outage and a soak against the service as deployed"),

@@ -138,6 +138,22 @@ MIDDLEWARE = [
     # system check would not recognise).
     "axes.middleware.AxesMiddleware",
 ]
+# API requests (core.api.paths.is_api_request) go through a handler of their own
+# (core/handlers.py) with these left out, each of which does nothing for them: /healthz is no API
+# route; static files are not either; the connection check, sessions, users and messages are the
+# staff console's; every API view is exempt from CSRF, which then only reads the csrftoken cookie
+# (and would send a new one back when that is malformed); axes acts on a refused sign-in only.
+NOT_FOR_API = {
+    "core.healthz.HealthCheckMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "core.middleware.guards.ConnectionCheckMiddleware",
+    "core.middleware.staffonly.StaffOnlySessionMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "core.middleware.staffonly.StaffOnlyAuthenticationMiddleware",
+    "core.middleware.staffonly.StaffOnlyMessageMiddleware",
+    "axes.middleware.AxesMiddleware",
+}
+API_MIDDLEWARE = [entry for entry in MIDDLEWARE if entry not in NOT_FOR_API]
 
 # Staff accounts (docs/how-to/staff-console.md#staff-accounts). Django's four password rules, 12 characters at least:
 # these accounts can change every experiment and mint API tokens.

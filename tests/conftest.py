@@ -8,7 +8,8 @@ import os
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
-from django.db import connection
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections, connection
 from hypothesis import settings as hypothesis_settings
 
 from assignments.distribution import citus_version
@@ -64,6 +65,17 @@ def _fresh_caches():
     caches_clear()
     yield
     caches_clear()
+
+
+@pytest.fixture
+def in_test_transaction():
+    """For requests made straight to a WSGI application: as django.test.Client does, they run inside the
+    test's transaction, which the end-of-request connection cleanup would otherwise close."""
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
 
 
 @pytest.fixture

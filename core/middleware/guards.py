@@ -9,8 +9,8 @@ from django.core.signals import got_request_exception
 from django.db import connection
 
 from core.api.exceptions import database_unavailable_log, database_unavailable_problem, is_database_unavailable
+from core.api.paths import is_api_request
 from core.api.problems import problem_response
-from core.middleware.staffonly import is_api_request
 
 
 class ConnectionCheckMiddleware:

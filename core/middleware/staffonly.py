@@ -2,33 +2,11 @@
 
 from __future__ import annotations
 
-import functools
-import re
-
-from django.conf import settings
 from django.contrib.auth.middleware import AuthenticationMiddleware
 from django.contrib.messages.middleware import MessageMiddleware
 from django.contrib.sessions.middleware import SessionMiddleware
-from django.urls import URLPattern, get_resolver
 
-
-@functools.cache
-def _api_path(urlconf: str) -> re.Pattern:
-    """One pattern for the URLconf's routes to views marked `sessionless` (core.api.views.JsonApiView): the API's.
-
-    Read from the URLconf Django loads, not imported, so that no middleware pulls in every app's views; one
-    regular expression, not one per route, as it is matched up to four times a request.
-    """
-    routes = [
-        f"(?:{route.pattern.regex.pattern})"
-        for route in get_resolver(urlconf).url_patterns
-        if isinstance(route, URLPattern) and getattr(getattr(route.callback, "view_class", None), "sessionless", False)
-    ]
-    return re.compile("|".join(routes) or "(?!)")
-
-
-def is_api_request(request) -> bool:
-    return _api_path(settings.ROOT_URLCONF).fullmatch(request.path_info.removeprefix("/")) is not None
+from core.api.paths import is_api_request
 
 
 def staff_only(middleware_class: type) -> type:

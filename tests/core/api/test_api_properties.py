@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import json
 
-import pytest
 import schemathesis
-from django.core.signals import request_finished, request_started
-from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
 from schemathesis.generation import GenerationMode
 from schemathesis.specs.openapi.checks import (
@@ -41,17 +38,6 @@ schema.config.generation.update(
     max_examples=MAX_EXAMPLES,
     with_security_parameters=False,
 )
-
-
-@pytest.fixture
-def in_test_transaction():
-    """As django.test.Client does: requests run inside the test's transaction, which the
-    end-of-request connection cleanup would otherwise close."""
-    request_started.disconnect(close_old_connections)
-    request_finished.disconnect(close_old_connections)
-    yield
-    request_started.connect(close_old_connections)
-    request_finished.connect(close_old_connections)
 
 
 def error_is_problem_json(ctx, response, case) -> bool | None:
