@@ -34,11 +34,31 @@ def _middleware(entries: list[str]) -> Iterator[None]:
 
 
 class ApiHandler(WSGIHandler):
-    """Django's WSGI handler, with settings.API_MIDDLEWARE as its middleware."""
+    """Django's WSGI handler, with settings.API_MIDDLEWARE as its middleware, behind the fast path of a valid
+    request (core/api/fastpath.py) while that does what the chain does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        # Imported once Django is set up (config.wsgi imports this module before): it imports DRF, whose
+        # settings import the authentication classes and with them an app's models.
+        from core.api.fastpath import FastPath
+
+        self.fast_path = FastPath() if FastPath.applies() else None
 
     def load_middleware(self, is_async: bool = False) -> None:
         with _middleware(settings.API_MIDDLEWARE):
             super().load_middleware(is_async)
+
+    def __call__(self, environ: dict[str, Any], start_response) -> Iterable[bytes]:
+        response = None if self.fast_path is None else self.fast_path.respond(environ, type(self))
+        if response is None:
+            return super().__call__(environ, start_response)
+        # As WSGIHandler.__call__ hands Django's response to the server.
+        start_response(
+            f"{response.status_code} {response.reason_phrase}",
+            [*response.items(), *(("Set-Cookie", cookie.output(header="")) for cookie in response.cookies.values())],
+        )
+        return response
 
 
 class SplitApplication:

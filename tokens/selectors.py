@@ -40,6 +40,14 @@ def api_token_verify(*, token: str) -> ApiTokenSnapshot | None:
     return snapshot
 
 
+def api_token_cached(*, token: str) -> ApiTokenSnapshot | None:
+    """The cached copy of the stored token behind a presented one, or None when this process has none; no
+    database, and no cache lookup counted (the caller counts it if it goes on: api_token_cache_lookup)."""
+    if token_prefix(token) is None:
+        return None
+    return api_tokens.get(token_digest(token))
+
+
 def api_token_live(*, name: str) -> ApiToken | None:
     """The token that holds a name now (not revoked; possibly expired)."""
     return ApiToken.objects.filter(name=name, revoked_at__isnull=True).first()

@@ -7,8 +7,10 @@ The line goes to the `config.requestlog` logger, whose handler has no repeat sum
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
+from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
 
@@ -28,6 +30,30 @@ def request_log_note(**fields: Any) -> None:
         noted.update(fields)
 
 
+@contextlib.contextmanager
+def request_log_noting() -> Iterator[dict[str, Any]]:
+    """While a request is answered: what request_log_note adds, for its line."""
+    noted: dict[str, Any] = {}
+    token = _noted.set(noted)
+    try:
+        yield noted
+    finally:
+        _noted.reset(token)
+
+
+def request_log_write(*, method: str, path: str, status: int, started: float, noted: dict[str, Any]) -> None:
+    """The request's line, `started` being its time.perf_counter() when it began."""
+    duration_ms = round((time.perf_counter() - started) * 1000, 2)
+    logger.info(
+        "%s %s %s %.2f ms",
+        method,
+        path,
+        status,
+        duration_ms,
+        extra={**noted, "method": method, "path": path, "status": status, "duration_ms": duration_ms},
+    )
+
+
 class RequestLogMiddleware:
     """Second in MIDDLEWARE, inside RequestIdMiddleware: its line carries the request ID."""
 
@@ -35,26 +61,10 @@ class RequestLogMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        noted: dict[str, Any] = {}
-        token = _noted.set(noted)
         started = time.perf_counter()
-        try:
+        with request_log_noting() as noted:
             response = self.get_response(request)
-        finally:
-            _noted.reset(token)
-        duration_ms = round((time.perf_counter() - started) * 1000, 2)
-        logger.info(
-            "%s %s %s %.2f ms",
-            request.method,
-            request.path,
-            response.status_code,
-            duration_ms,
-            extra={
-                **noted,
-                "method": request.method,
-                "path": request.path,
-                "status": response.status_code,
-                "duration_ms": duration_ms,
-            },
+        request_log_write(
+            method=request.method, path=request.path, status=response.status_code, started=started, noted=noted
         )
         return response

@@ -11,18 +11,18 @@ import pytest
 from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
 
+from core.handlers import ApiHandler
 from tests.helpers.database import database_options_kept
 from tokens.models import Role
 from tokens.services import api_token_create
 
 with database_options_kept():
-    from config.wsgi import application
+    from config.wsgi import application, django_application
 
 REQUEST_ID = "handlers-test-0001"
 
 
-def wsgi_call(app, method: str, path: str, *, body: Any = None, headers: dict[str, str] | None = None):
-    """One request as a WSGI server makes it: (status line, headers, body)."""
+def _environ(method: str, path: str, *, body: Any = None, headers: dict[str, str] | None = None) -> dict[str, Any]:
     raw = body if isinstance(body, bytes) else (b"" if body is None else json.dumps(body).encode())
     environ = {
         "REQUEST_METHOD": method,
@@ -47,7 +47,13 @@ def wsgi_call(app, method: str, path: str, *, body: Any = None, headers: dict[st
     environ.update({f"HTTP_{name.upper().replace('-', '_')}": value for name, value in (headers or {}).items()})
     if "HTTP_CONTENT_TYPE" in environ:
         environ["CONTENT_TYPE"] = environ.pop("HTTP_CONTENT_TYPE")
+    return environ
+
+
+def wsgi_call(app, method: str, path: str, *, body: Any = None, headers: dict[str, str] | None = None):
+    """One request as a WSGI server makes it: (status line, headers, body)."""
     started: list[tuple[str, list[tuple[str, str]]]] = []
+    environ = _environ(method, path, body=body, headers=headers)
     answer = app(environ, lambda status, headers, exc_info=None: started.append((status, headers)))
     content = b"".join(answer)
     if hasattr(answer, "close"):
@@ -152,3 +158,26 @@ def test_api_request__its_log_line_as_through_every_middleware(token, in_test_tr
     assert [(line.path, line.status, line.request_id, line.token_name, line.batch_size) for line in lines] == [
         ("/experiment-assignments", 200, REQUEST_ID, "handlers", 2)
     ]
+
+
+def test_fast_path__valid_request_with_a_cached_token__answered_there(token, in_test_transaction):
+    method, path, body, headers = _requests(token)["assignments stored"]
+    wsgi_call(WSGIHandler(), method, path, body=body, headers=headers)  # the token now cached
+    fast_path = django_application.api.fast_path
+
+    answered = fast_path.respond(_environ(method, path, body=body, headers=headers), ApiHandler)
+
+    assert answered is not None
+    assert set(json.loads(answered.content)["assignments"]) == {"h-1", "h-2"}
+
+
+@pytest.mark.parametrize("case", ["invalid body", "not JSON", "no token", "unknown token", "method not allowed"])
+def test_fast_path__request_it_does_not_answer__body_left_for_django(token, in_test_transaction, case):
+    method, path, body, headers = _requests(token)[case]
+    stored = _requests(token)["assignments stored"]
+    wsgi_call(WSGIHandler(), stored[0], stored[1], body=stored[2], headers=stored[3])  # the token now cached
+    environ = _environ(method, path, body=body, headers=headers)
+    sent = environ["wsgi.input"].getvalue()
+
+    assert django_application.api.fast_path.respond(environ, ApiHandler) is None
+    assert environ["wsgi.input"].read() == sent
