@@ -4,9 +4,10 @@ other request through settings.MIDDLEWARE.
 The API's routes (core.api.paths.is_api_request) pass by the staff
 console's middleware, CSRF (their views are exempt), static files and the health
 check: settings.py says why each does nothing for them. Passing them by still
-cost a call, a check or a cookie read each, a tenth of a small request's time in
-the service's own process (bench/run framework). One handler per chain keeps the
-choice to one look at the path, before either handler starts.
+cost a call, a check or a cookie read each, 3 to 4 % of a small request's CPU in
+the service's own process (bench/results/history.md). One handler per chain
+keeps the choice to one look at the path, before either handler starts, and
+gives the API's the fast path in front of its chain.
 """
 
 from __future__ import annotations
