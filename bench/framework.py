@@ -34,13 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.client import PATHS, request_body
+from bench.hot_path import BENCH_CONFIG, DEMO_CONFIG
 from bench.preparation import prepared
 from bench.report import as_markdown, as_text, machine, results_files_write
 from bench.scenarios import ASSIGN, HEALTHZ, SCENARIOS, SUBJECT, SubjectIds
 from devtools import PROJECT_DIR
 
-DEMO_CONFIG = PROJECT_DIR / "examples" / "demo.yaml"
-BENCH_CONFIG = PROJECT_DIR / "bench" / "hot_path_resources.yaml"
 LOG_PATH = PROJECT_DIR / "var" / "bench-framework.log"
 SMALL = ("1-existing", "1-new", "subject-1", "id-link", "healthz")
 # The calls each variant makes before measuring: imports, caches and prepared statements warmed.

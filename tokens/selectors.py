@@ -27,8 +27,7 @@ def api_token_verify(*, token: str) -> ApiTokenSnapshot | None:
     """The stored token behind a presented one, from this process's cache when seen recently."""
     if token_prefix(token) is None:
         return None
-    digest = token_digest(token)
-    snapshot = api_tokens.get(digest)
+    snapshot = api_token_cached(token=token)
     api_token_cache_lookup(hit=snapshot is not None)
     if snapshot is not None:
         return snapshot

@@ -12,7 +12,6 @@ import io
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import psycopg
@@ -27,7 +26,8 @@ from assignments.exports import assignment_rows
 from assignments.models import Assignment, AssignmentCount, Experiment
 from assignments.storage import FETCH, citus_insert
 from devtools.citus import citus_database_create
-from tests.helpers import PROJECT_DIR, resources
+from tests.helpers import resources
+from tests.helpers.processes import manage_output, manage_run
 from tests.helpers.server import wait_until
 
 on_citus = os.environ.get("TEST_CITUS") == "1"
@@ -186,17 +186,16 @@ def test_export__on_citus__read_in_pages_of_chunk_size_each_from_where_the_last_
     assert sorted(row[1] for row in rows) == [f"p-{n:04d}" for n in range(25)]
 
 
-def _manage_run(database_url: str, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "DATABASE_URL": database_url, "SECRET_KEY": "distribution-tests"}
-    return subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=PROJECT_DIR, env=env, capture_output=True, text=True, timeout=300
-    )
+# Distributing a database with rows copies them into the shards: longer than the helpers' default.
+MANAGE_TIMEOUT_S = 300
+
+
+def _env(database_url: str) -> dict[str, str]:
+    return {"DATABASE_URL": database_url, "SECRET_KEY": "distribution-tests"}
 
 
 def _manage(database_url: str, *args: str) -> str:
-    done = _manage_run(database_url, *args)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    return manage_output(*args, env=_env(database_url), timeout=MANAGE_TIMEOUT_S)
 
 
 def _cluster_server() -> str:
@@ -236,7 +235,7 @@ def test_distribute_tables__shard_count__every_distributed_table_has_that_many_a
 
     # Then every distributed table has 4, and asking for another count later changes nothing
     assert _shard_counts(url) == {item.table: 4 for item in DISTRIBUTED_TABLES}
-    refused = _manage_run(url, "distribute_tables", "--shard-count", "8")
+    refused = manage_run("distribute_tables", "--shard-count", "8", env=_env(url), timeout=MANAGE_TIMEOUT_S)
     assert refused.returncode != 0
     assert "distributed in 4 shards already" in refused.stderr
     assert _shard_counts(url) == {item.table: 4 for item in DISTRIBUTED_TABLES}

@@ -24,7 +24,7 @@ from tests.helpers.server import database_url_for_tests
 CLOSED_STDOUT_MESSAGE = "stdout was closed before the command finished"
 
 
-def manage_run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+def manage_run(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
     """Run `manage.py args` with env added to ours; stdout and stderr as text."""
     return subprocess.run(
         [sys.executable, "manage.py", *args],
@@ -32,13 +32,13 @@ def manage_run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
         env={**os.environ, **env},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
     )
 
 
-def manage_output(*args: str, env: dict[str, str]) -> str:
+def manage_output(*args: str, env: dict[str, str], timeout: float = 120) -> str:
     """Run `manage.py args` with env added to ours; its stdout, after checking it succeeded."""
-    result = manage_run(*args, env=env)
+    result = manage_run(*args, env=env, timeout=timeout)
     assert result.returncode == 0, result.stderr
     return result.stdout
 
