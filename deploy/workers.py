@@ -1,5 +1,6 @@
 """The gunicorn worker of deploy/gunicorn.conf.py: gthread, with threads kept for /healthz,
-and gunicorn's own error answers in the API's problem+json.
+connections shared out evenly between the workers, and gunicorn's own error
+answers in the API's problem+json.
 
 Kept threads: a gthread worker hands every request to one pool of
 GUNICORN_THREADS threads. When all of them wait on the database (a lock held by
@@ -12,6 +13,13 @@ A new connection whose request has not arrived yet waits on the worker's poller,
 as gunicorn already does for slow clients, until its first bytes tell which
 pool it belongs to.
 
+Connections shared out: a worker that holds more connections than another
+live worker leaves a new connection in the listening socket's queue for that one
+to accept, pausing its own accepts ACCEPT_PAUSE_SECONDS at a time; after
+ACCEPT_DEFER_SECONDS it accepts anyway, so a connection waits no longer than that
+even when the other worker cannot take it (its main thread starved, its
+connection limit reached). The counts are deploy/connectionshares.py's.
+
 Errors: gunicorn answers what it refuses before the application sees it (a
 request line or header block over the limits, a malformed request) with an HTML
 page. The same answers leave here as problem+json, as every other error does.
@@ -20,6 +28,7 @@ page. The same answers leave here as problem+json, as every other error does.
 from __future__ import annotations
 
 import json
+import os
 import selectors
 import socket
 import time
@@ -30,9 +39,17 @@ from http import HTTPStatus
 from gunicorn.workers.gthread import ThreadWorker
 
 from core.middleware.requestid import REQUEST_ID_HEADER, request_id_new
+from deploy.connectionshares import ConnectionShares
 
 HEALTH_CHECK_STARTS = (b"GET /healthz", b"HEAD /healthz")
 HEALTH_THREADS = 2
+# Made in the master, as gunicorn imports the worker class, so every worker it forks shares it; one slot per
+# worker, up to the most GUNICORN_WORKERS allows (deploy/gunicorn.conf.py).
+SHARES = ConnectionShares(slots=256)
+# A worker holding more connections than another leaves new ones to it this long at a time, and no longer in
+# all: the other's main thread may wait for the GIL (sys.getswitchinterval(), 5 ms) before it accepts.
+ACCEPT_PAUSE_SECONDS = 0.002
+ACCEPT_DEFER_SECONDS = 0.02
 _PEEK_BYTES = max(len(start) for start in HEALTH_CHECK_STARTS)
 
 
@@ -60,7 +77,59 @@ def is_health_check(start: bytes) -> bool:
 class ServiceWorker(ThreadWorker):
     def init_process(self):
         self.health_pool = futures.ThreadPoolExecutor(max_workers=HEALTH_THREADS, thread_name_prefix="healthz")
+        self.share_slot = SHARES.claim(os.getpid())
+        self._accept_paused_until = 0.0
+        self._deferring_since = self._deferred_at = 0.0
         super().init_process()
+
+    def run(self):
+        try:
+            super().run()
+        finally:
+            if self.share_slot is not None:
+                SHARES.release(self.share_slot)
+
+    def accept(self, listener):
+        now = time.monotonic()
+        if self._leaves_to_another(now):
+            self._accept_paused_until = now + ACCEPT_PAUSE_SECONDS
+            self.set_accept_enabled(False)
+            return
+        super().accept(listener)
+        self._connections_published()
+
+    def _leaves_to_another(self, now: float) -> bool:
+        """Whether another live worker holds fewer connections, and this one has not yet left the
+        connection waiting for ACCEPT_DEFER_SECONDS."""
+        fewest = None if self.share_slot is None else SHARES.fewest_elsewhere(self.share_slot)
+        if fewest is None or fewest >= self.nr_conns:
+            return False
+        # Deferring since the first of a run of pauses; a pause long over means the last connection was taken.
+        if now - self._deferred_at > 2 * ACCEPT_PAUSE_SECONDS:
+            self._deferring_since = now
+        self._deferred_at = now
+        return now - self._deferring_since < ACCEPT_DEFER_SECONDS
+
+    def set_accept_enabled(self, enabled):
+        # ThreadWorker.run enables accepting again on its next turn; a pause holds until it ends.
+        if enabled and time.monotonic() < self._accept_paused_until:
+            return
+        super().set_accept_enabled(enabled)
+
+    def wait_for_and_dispatch_events(self, timeout):
+        # Connections closed since the last turn are counted off.
+        self._connections_published()
+        if self._accept_paused_until:
+            # Awake when the pause ends: ThreadWorker.run's next turn enables accepting again.
+            remaining = self._accept_paused_until - time.monotonic()
+            if remaining <= 0:
+                self._accept_paused_until = 0.0
+            timeout = min(timeout, max(remaining, 0.0))
+        super().wait_for_and_dispatch_events(timeout)
+
+    def _connections_published(self) -> None:
+        if self.share_slot is not None:
+            SHARES.hold(self.share_slot, self.nr_conns)
 
     def enqueue_req(self, conn):
         start = request_start(conn)

@@ -1,0 +1,86 @@
+"""Keep-alive connections opened at once are shared out evenly between gunicorn's workers
+(deploy/workers.py, deploy/connectionshares.py), as the kernel's connection table shows them."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.server import database_url_for_tests, gunicorn, wait_until
+
+pytestmark = [pytest.mark.postgres, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+WORKERS, CONNECTIONS, ROUNDS = 2, 16, 5
+# A worker takes a connection while the other's count is not yet published: one apart either way at most.
+MOST_APART = 2
+ESTABLISHED = "01"
+
+
+def worker_pids(master: int) -> list[int]:
+    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    return [int(pid) for pid in children]
+
+
+def server_side_inodes(port: int) -> set[str]:
+    """The socket inodes of established TCP connections whose local end is `port`."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(FileNotFoundError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                local_port = int(fields[1].rsplit(":", 1)[1], 16)
+                if local_port == port and fields[3] == ESTABLISHED:
+                    inodes.add(fields[9])
+    return inodes
+
+
+def connections_by_worker(pids: list[int], port: int) -> list[int]:
+    inodes = server_side_inodes(port)
+    counts = []
+    for pid in pids:
+        held = 0
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:[") and target[8:-1] in inodes:
+                    held += 1
+        counts.append(held)
+    return counts
+
+
+@contextlib.contextmanager
+def connections_opened(port: int, count: int) -> Iterator[list[socket.socket]]:
+    """`count` connections opened at once, each having had one /healthz answered and kept open."""
+    sockets = [socket.create_connection(("127.0.0.1", port)) for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        for sock in sockets:
+            sock.settimeout(10)
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200"), "every /healthz answered"
+        yield sockets
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def test_keepalive_connections_opened_at_once__split_evenly_between_workers():
+    env = {"DATABASE_URL": database_url_for_tests(), "SECRET_KEY": "e2e-balance-not-secret"}
+    with gunicorn(env=env, workers=WORKERS) as (base_url, process):
+        port = int(base_url.rsplit(":", 1)[1])
+        pids = wait_until(lambda: len(worker_pids(process.pid)) == WORKERS and worker_pids(process.pid), timeout=15)
+        splits = []
+        for _ in range(ROUNDS):
+            with connections_opened(port, CONNECTIONS):
+                split = wait_until(
+                    lambda: (counts := connections_by_worker(pids, port)) and sum(counts) == CONNECTIONS and counts,
+                    timeout=10,
+                )
+                splits.append(split)
+            wait_until(lambda: sum(connections_by_worker(pids, port)) == 0, timeout=10)
+    assert all(max(split) - min(split) <= MOST_APART for split in splits), splits
