@@ -97,20 +97,26 @@ def _table_is_large(raw, table: str) -> bool:
         return cursor.fetchone()[0] >= PREPARE_MIN_TABLE_BYTES
 
 
-def statement_cursor(*, table: str):
-    """A cursor for the hot path's statements on `table`: one that prepares them where that is
-    safe (PostgreSQL, DATABASE_PREPARED_STATEMENTS on, the table big enough), else Django's own."""
+def statement_cursor(*, table: str | None):
+    """A cursor for the hot path's statements: one that prepares them where that is safe (PostgreSQL,
+    DATABASE_PREPARED_STATEMENTS on, `table` big enough), else Django's own.
+
+    `table` is the one whose size the statements' plans depend on; None for statements that have
+    one plan whatever the tables hold (an INSERT of VALUES, probing only its unique index).
+    """
     # The wrapper itself, not the `connection` proxy, which looks it up again on every attribute.
     wrapper = connections[DEFAULT_DB_ALIAS]
-    if wrapper.vendor != "postgresql" or not settings.DATABASE_PREPARED_STATEMENTS:
+    # Logged queries (DEBUG, a test capturing them) show their SQL from Django's cursor only: psycopg's
+    # server-side binding keeps no composed query for Django to log.
+    if wrapper.vendor != "postgresql" or not settings.DATABASE_PREPARED_STATEMENTS or wrapper.queries_logged:
         return wrapper.cursor()
     wrapper.ensure_connection()
     raw = wrapper.connection
-    safe = _prepare_safe.get(raw)
-    if safe is None:
-        with wrapper.wrap_database_errors:
-            safe = _prepare_safe[raw] = _table_is_large(raw, table)
-    if not safe:
-        return wrapper.cursor()
-    cursor = _PreparingCursor(raw)
-    return wrapper.make_debug_cursor(cursor) if wrapper.queries_logged else wrapper.make_cursor(cursor)
+    if table is not None:
+        safe = _prepare_safe.get(raw)
+        if safe is None:
+            with wrapper.wrap_database_errors:
+                safe = _prepare_safe[raw] = _table_is_large(raw, table)
+        if not safe:
+            return wrapper.cursor()
+    return wrapper.make_cursor(_PreparingCursor(raw))

@@ -6,6 +6,8 @@ from datetime import datetime
 
 from django.db import connection
 
+from core.database import statement_cursor
+
 # identifierlink_pair_unique settles concurrent identical links: the loser inserts nothing.
 # One statement in autocommit, where bulk_create(ignore_conflicts=True) would wrap it in a
 # transaction of its own (three round trips).
@@ -20,7 +22,8 @@ def id_link_insert(
     *, subject_type_a: int, subject_id_a: str, subject_type_b: int, subject_id_b: str, created_at: datetime
 ) -> None:
     """Store one link, already in canonical order; nothing if the pair was stored before."""
-    with connection.cursor() as cursor:
+    # Prepared: its one plan does not depend on the table's size.
+    with statement_cursor(table=None) as cursor:
         cursor.execute(
             INSERT,
             [

@@ -9,10 +9,12 @@ import psycopg
 import pytest
 from django.db import OperationalError, connection, connections, transaction
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from assignments.assigning import assign_subject, assign_subjects
 from assignments.models import Experiment, Variant
 from core.database import PREPARE_MIN_TABLE_BYTES, request_timeouts_apply, with_live_connection
+from idlinks.services import Identifier, id_link_create
 from tests.helpers.database import database_options_kept, database_unreachable
 
 pytestmark = pytest.mark.postgres
@@ -193,6 +195,39 @@ def test_statements__subject_assignments_on_a_large_table__prepared_fetch_probes
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "assignment_experiment_subject_unique" in plan, plan
     assert "Seq Scan on assignments_assignment" not in plan
+
+
+def test_statements__link_insert_on_an_empty_table__prepared(unanalysed_assignments, demo_config):
+    # Given: a new connection, and no link stored (an INSERT of VALUES has one plan whatever the size)
+    user, cookie = (
+        Identifier(subject_type="user", subject_id="u-1"),
+        Identifier(subject_type="cookie", subject_id="c-1"),
+    )
+
+    # When
+    id_link_create(first=user, second=cookie)
+
+    # Then
+    assert any(
+        statement.strip().startswith("INSERT INTO idlinks_identifierlink") for _, statement, *_ in prepared_statements()
+    )
+
+
+@pytest.mark.single_node("prepared plans on one server; Citus plans distributed statements itself")
+def test_statements__queries_logged_on_a_large_table__log_shows_the_sql(unanalysed_assignments, demo_config):
+    # Given: a table past the threshold and a new connection
+    experiment = Experiment.objects.get(key="checkout-button")
+    grow_assignments(experiment, rows=250_000)
+    connection.close()
+
+    # When: the queries are logged, as with DEBUG on
+    with CaptureQueriesContext(connection) as captured:
+        assign_subjects(experiment_id="checkout-button", subject_ids=["new-1"])
+
+    # Then: every statement logged with its SQL, the hot path's insert among them
+    logged = [query["sql"] for query in captured.captured_queries]
+    assert all(isinstance(sql, str) for sql in logged), logged
+    assert any(sql.lstrip().startswith("INSERT INTO assignments_assignment") for sql in logged), logged
 
 
 @pytest.mark.single_node("prepared plans on one server; Citus plans distributed statements itself")
