@@ -14,7 +14,7 @@ table's statistics are stale. One JSON string rather than arrays: converting a
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 import orjson
@@ -108,15 +108,15 @@ RETURNING experiment_id, subject_id, variant_id
 
 # On Citus the lateral lookup is refused (a lateral subquery over a table function with
 # OFFSET). Filters on both columns let it route one subject's lookup to its one shard,
-# head row included (experiments are a reference table, on every node), and send a
-# batch's to every shard holding one of its subjects at once, each probing the unique
-# index. The filters select the cross product of the experiments and subject IDs:
-# the caller keeps the pairs it asked for.
-CITUS_FETCH = """
-UNION ALL
+# head row included (experiments are a reference table, on every node), each shard
+# probing the unique index; a batch's is split by shard (citus_fetch_rows). The filters
+# select the cross product of the experiments and subject IDs: the caller keeps the pairs
+# it asked for.
+CITUS_FETCH_ROWS = """
 SELECT experiment_id, subject_id, variant_id, NULL FROM assignments_assignment
 WHERE experiment_id = ANY(%s::bigint[]) AND subject_id = ANY(%s::text[])
 """
+CITUS_FETCH = "UNION ALL" + CITUS_FETCH_ROWS
 
 FETCH = {
     ("postgresql", True): POSTGRES_HEAD_EXPERIMENT + POSTGRES_FETCH,
@@ -129,6 +129,33 @@ FETCH = {
 
 # (experiment pk, subject ID) -> variant pk
 Stored = dict[tuple[int, str], int]
+
+# Citus sends a statement whose filter spans shards to each of them whole, so every shard
+# would parse a batch's subject IDs and probe its index for all of them. A batch's read is
+# instead one statement per shard with that shard's IDs (the head row in the first), after
+# one that asks the coordinator which shard holds each ID. Reading 1000 stored subjects
+# over 4 shards cost 15 ms of database CPU on all nodes that way against 53 in one
+# statement; 300, 6 against 34; 100, about the same either way (bench/results/history.md,
+# "Citus shard count"). Below CITUS_SPLIT_FROM IDs one statement is sent.
+CITUS_BY_SHARD = """
+SELECT get_shard_id_for_distribution_column('assignments_assignment', x) AS shard, array_agg(x ORDER BY x)
+FROM unnest(%s::text[]) AS x GROUP BY shard ORDER BY shard
+"""
+CITUS_SPLIT_FROM = 100
+
+
+def citus_fetch_rows(
+    execute: Callable[[str, list], list[tuple]], *, head: list, experiments: list[int], subject_ids: list[str]
+) -> list[tuple]:
+    """FETCH[("citus", ...)]'s rows for these sorted subject IDs (the head row's parameters in `head`), through
+    `execute(sql, params) -> rows`: read shard by shard from CITUS_SPLIT_FROM IDs on."""
+    groups = [subject_ids]
+    if len(subject_ids) >= CITUS_SPLIT_FROM:
+        groups = [ids for _, ids in execute(CITUS_BY_SHARD, [subject_ids])]
+    rows = execute(FETCH[("citus", bool(head))], [*head, experiments, groups[0]])
+    for group in groups[1:]:
+        rows += execute(CITUS_FETCH_ROWS, [experiments, group])
+    return rows
 
 
 def _json(value) -> str:
@@ -148,15 +175,22 @@ def assignments_fetch(
     and a version to check the caller's cached state with: `experiment_pk`'s resource_version
     (None if it is gone) or, without it, experiment_catalog_version."""
     vendor = _vendor()
-    sql = FETCH[(vendor, experiment_pk is not None)]
     head = [] if experiment_pk is None else [experiment_pk]
-    if vendor == "citus":
-        params = [*head, list(subjects), sorted({sid for ids in subjects.values() for sid in ids})]
-    else:
-        params = [*head, _json({str(pk): ids for pk, ids in subjects.items()})]
     with statement_cursor(table=TABLE) as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
+        if vendor == "citus":
+
+            def execute(sql: str, params: list) -> list[tuple]:
+                cursor.execute(sql, params)
+                return cursor.fetchall()
+
+            subject_ids = sorted({sid for ids in subjects.values() for sid in ids})
+            rows = citus_fetch_rows(execute, head=head, experiments=list(subjects), subject_ids=subject_ids)
+        else:
+            cursor.execute(
+                FETCH[(vendor, experiment_pk is not None)],
+                [*head, _json({str(pk): ids for pk, ids in subjects.items()})],
+            )
+            rows = cursor.fetchall()
     version = None
     stored = {}
     asked = {pk: set(ids) for pk, ids in subjects.items()} if vendor == "citus" else None

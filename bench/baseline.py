@@ -47,7 +47,7 @@ from assignments.distribution import ASSIGNMENTS_DISTRIBUTED, CITUS_INSTALLED
 from assignments.gates import OUTSIDE_COVERAGE, Gates, covered_variant
 from assignments.hashing import Allocation
 from assignments.linking import link_graph, linked_first, walk_params
-from assignments.storage import FETCH, POSTGRES_INSERT, POSTGRES_LINK_GRAPH, citus_insert
+from assignments.storage import FETCH, POSTGRES_INSERT, POSTGRES_LINK_GRAPH, citus_fetch_rows, citus_insert
 from bench.exclusions import excluded_expected, exclusions_problem
 from bench.scenarios import ASSIGN, EXPERIMENT_ID, LINK, SUBJECT, Scenario, SubjectIds, attributes_sent
 from idlinks.storage import INSERT as LINK_INSERT
@@ -237,7 +237,12 @@ def pairs_fetch(
     if assignments_distributed(connection):
         # Its filters select every experiment's row of every subject ID: only the pairs asked are kept.
         subject_ids = sorted({subject_id for ids in subjects.values() for subject_id in ids})
-        rows = connection.execute(FETCH[("citus", experiment_pk is not None)], [*head, list(subjects), subject_ids])
+        rows = citus_fetch_rows(
+            lambda sql, params: connection.execute(sql, params).fetchall(),
+            head=head,
+            experiments=list(subjects),
+            subject_ids=subject_ids,
+        )
         asked = {pk: set(ids) for pk, ids in subjects.items()}
         return {
             (pk, subject_id): variant_pk

@@ -12,6 +12,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection
 
+from assignments.distribution import assignments_distributed
+from assignments.storage import CITUS_SPLIT_FROM
 from core.healthz import database_probe, probe_connection
 from devtools.ports import free_port
 
@@ -21,6 +23,17 @@ WAITS_POSTGRES = (
 )
 # On Citus the wait happens on the worker holding the row; this view gathers every node's waits.
 WAITS_CITUS = "SELECT count(*) FROM citus_lock_waits"
+
+
+def batch_reads(batch: int) -> int:
+    """The statements reading a batch's stored assignments take: one, or on Citus from CITUS_SPLIT_FROM
+    subjects on, one asking which shard holds each and one per shard (assignments/storage.py,
+    citus_fetch_rows). The tests' batches of that size have subjects on every shard."""
+    if batch < CITUS_SPLIT_FROM or not assignments_distributed():
+        return 1
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'assignments_assignment'::regclass")
+        return 1 + cursor.fetchone()[0]
 
 
 def lock_waits_query() -> str:
