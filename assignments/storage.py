@@ -1,5 +1,6 @@
 """Set-based SQL for the assignment hot path: one statement per step, whatever the batch size
-and however many experiments a request names.
+and however many experiments a request names (on Citus, a batch's read is one per shard:
+citus_fetch_rows).
 
 The ORM would send `subject_id IN (...)` with one parameter per subject. Here a
 batch travels as one JSON text parameter, expanded by the database
