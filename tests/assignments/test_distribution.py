@@ -27,6 +27,7 @@ from assignments.models import Assignment, AssignmentCount, Experiment
 from assignments.storage import FETCH, citus_insert
 from devtools.citus import citus_database_create
 from tests.helpers import resources
+from tests.helpers.database import assignments_shard_count
 from tests.helpers.processes import manage_output, manage_run
 from tests.helpers.server import wait_until
 
@@ -104,10 +105,7 @@ def test_fetch__1000_subjects__one_task_per_shard_each_through_the_unique_index(
     plan = _plan(FETCH[("citus", True)], [1, [1], subjects])
 
     tasks = [node["Distributed Query"]["Job"]["Task Count"] for node in _nodes(plan) if "Distributed Query" in node]
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'assignments_assignment'::regclass")
-        shards = cursor.fetchone()[0]
-    assert max(tasks) == shards
+    assert max(tasks) == assignments_shard_count()
     scans = [node for node in _nodes(plan) if "Relation Name" in node and "assignment_" in node["Relation Name"]]
     assert scans, "a shard scan is shown"
     assert all(node.get("Index Name", "").startswith("assignment_experiment_subject_unique") for node in scans), (
@@ -127,9 +125,7 @@ def test_insert__1000_subjects__one_insert_per_shard_not_through_the_coordinator
 
     assert plan["Custom Plan Provider"] == "Citus Adaptive"
     assert "INSERT/SELECT method" not in json.dumps(plan)
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'assignments_assignment'::regclass")
-        assert plan["Distributed Query"]["Job"]["Task Count"] == cursor.fetchone()[0]
+    assert plan["Distributed Query"]["Job"]["Task Count"] == assignments_shard_count()
 
 
 def _worker_ctl(action: str) -> None:

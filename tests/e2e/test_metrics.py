@@ -17,7 +17,7 @@ from prometheus_client.mmap_dict import MmapedDict, mmap_key
 from core.observability.metricsfiles import FOLDED_KINDS
 from tests.helpers.observability import request_lines, sample, samples
 from tests.helpers.resources import DEMO_YAML, apply_yaml
-from tests.helpers.server import database_url_for_tests, gunicorn, gunicorn_log, wait_until
+from tests.helpers.server import database_url_for_tests, gunicorn, gunicorn_log, wait_until, worker_pids
 from tokens.models import Role
 from tokens.services import api_token_create
 
@@ -25,21 +25,6 @@ pytestmark = [pytest.mark.postgres, pytest.mark.e2e, pytest.mark.django_db(trans
 
 SECRET_KEY = "e2e-metrics-not-secret"
 ASSIGNED = {"endpoint": "experiment-assignments", "method": "POST", "status": "200"}
-
-
-def worker_pids(master: int) -> set[int]:
-    """gunicorn's workers: the master's children, from /proc."""
-    children = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            # The command name in parentheses may hold spaces; the parent's PID is the second field after it.
-            if int(stat.rpartition(")")[2].split()[1]) == master:
-                children.add(int(entry.name))
-    return children
 
 
 def assigned_in_files(directory: Path) -> dict[str, float]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.server import database_url_for_tests, gunicorn, wait_until
+from tests.helpers.server import database_url_for_tests, gunicorn, wait_until, worker_pids
 
 pytestmark = [pytest.mark.postgres, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -19,11 +19,6 @@ WORKERS, CONNECTIONS, ROUNDS = 2, 16, 5
 # A worker takes a connection while the other's count is not yet published: one apart either way at most.
 MOST_APART = 2
 ESTABLISHED = "01"
-
-
-def worker_pids(master: int) -> list[int]:
-    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
-    return [int(pid) for pid in children]
 
 
 def server_side_inodes(port: int) -> set[str]:
@@ -73,7 +68,7 @@ def test_keepalive_connections_opened_at_once__split_evenly_between_workers():
     env = {"DATABASE_URL": database_url_for_tests(), "SECRET_KEY": "e2e-balance-not-secret"}
     with gunicorn(env=env, workers=WORKERS) as (base_url, process):
         port = int(base_url.rsplit(":", 1)[1])
-        pids = wait_until(lambda: len(worker_pids(process.pid)) == WORKERS and worker_pids(process.pid), timeout=15)
+        pids = sorted(wait_until(lambda: len(found := worker_pids(process.pid)) == WORKERS and found, timeout=15))
         splits = []
         for _ in range(ROUNDS):
             with connections_opened(port, CONNECTIONS):

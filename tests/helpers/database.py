@@ -31,9 +31,14 @@ def batch_reads(batch: int) -> int:
     citus_fetch_rows). The tests' batches of that size have subjects on every shard."""
     if batch < CITUS_SPLIT_FROM or not assignments_distributed():
         return 1
+    return 1 + assignments_shard_count()
+
+
+def assignments_shard_count() -> int:
+    """The shards of assignments_assignment on this Citus cluster."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'assignments_assignment'::regclass")
-        return 1 + cursor.fetchone()[0]
+        return cursor.fetchone()[0]
 
 
 def lock_waits_query() -> str:

@@ -56,6 +56,21 @@ def gunicorn(*, env: dict[str, str], workers: int = 2) -> Iterator[tuple[str, su
         yield server.url, server.process
 
 
+def worker_pids(master: int) -> set[int]:
+    """gunicorn's workers: the master's children, from /proc."""
+    children = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            # The command name in parentheses may hold spaces; the parent's PID is the second field after it.
+            if int(stat.rpartition(")")[2].split()[1]) == master:
+                children.add(int(entry.name))
+    return children
+
+
 def database_url_for_tests() -> str:
     """A DATABASE_URL naming the database the running test session uses (its test database)."""
     from django.db import connection
