@@ -1,6 +1,6 @@
 """Set-based SQL for the assignment hot path: one statement per step, whatever the batch size
-and however many experiments a request names (on Citus, a batch's read is one per shard:
-citus_fetch_rows).
+and however many experiments a request names (on Citus, a batch's read and its insert are
+one per shard: citus_fetch_rows, citus_inserts).
 
 The ORM would send `subject_id IN (...)` with one parameter per subject. Here a
 batch travels as one JSON text parameter, expanded by the database
@@ -14,13 +14,15 @@ table's statistics are stale. One JSON string rather than arrays: converting a
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
 import orjson
 from django.db import connection
 from django.utils.dateparse import parse_datetime
+from psycopg import BaseConnection
+from psycopg.adapt import Transformer
 
 from assignments.distribution import assignments_distributed
 from assignments.linking import (
@@ -138,9 +140,14 @@ Stored = dict[tuple[int, str], int]
 # over 4 shards cost 15 ms of database CPU on all nodes that way against 53 in one
 # statement; 300, 6 against 34; 100, about the same either way (bench/results/history.md,
 # "Citus shard count"). Below CITUS_SPLIT_FROM IDs one statement is sent.
+#
+# The IDs go to the coordinator as one JSON text and come back as each shard's array in
+# PostgreSQL's text form, which goes out again as one string: psycopg writes a list
+# parameter item by item in Python, which cost more client CPU than the statements'
+# own work (bench/results/history.md, "The Citus batch's client work").
 CITUS_BY_SHARD = """
-SELECT get_shard_id_for_distribution_column('assignments_assignment', x) AS shard, array_agg(x ORDER BY x)
-FROM unnest(%s::text[]) AS x GROUP BY shard ORDER BY shard
+SELECT get_shard_id_for_distribution_column('assignments_assignment', x) AS shard, array_agg(x ORDER BY x)::text
+FROM json_array_elements_text(%s::json) AS x GROUP BY shard ORDER BY shard
 """
 CITUS_SPLIT_FROM = 100
 
@@ -150,9 +157,9 @@ def citus_fetch_rows(
 ) -> list[tuple]:
     """FETCH[("citus", ...)]'s rows for these sorted subject IDs (the head row's parameters in `head`), through
     `execute(sql, params) -> rows`: read shard by shard from CITUS_SPLIT_FROM IDs on."""
-    groups = [subject_ids]
+    groups: list[list[str] | str] = [subject_ids]
     if len(subject_ids) >= CITUS_SPLIT_FROM:
-        groups = [ids for _, ids in execute(CITUS_BY_SHARD, [subject_ids])]
+        groups = [ids for _, ids in execute(CITUS_BY_SHARD, [_json(subject_ids)])]
     rows = execute(FETCH[("citus", bool(head))], [*head, experiments, groups[0]])
     for group in groups[1:]:
         rows += execute(CITUS_FETCH_ROWS, [experiments, group])
@@ -205,22 +212,57 @@ def assignments_fetch(
 
 # On Citus an INSERT ... SELECT from a JSON parameter is pulled through the coordinator:
 # the rows are computed there, copied to every shard as an intermediate result, then
-# inserted from it. A VALUES list is split by shard on the coordinator and each shard's
-# rows are sent as one INSERT, in the given order; one subject's is routed straight to
-# its shard.
-CITUS_INSERT = """
+# inserted from it. A VALUES list of one shard's rows is routed straight to that shard.
+# A batch's rows are sent as one such INSERT per shard (citus_inserts), each its own
+# transaction: a row is correct alone, and one INSERT over several shards would be a
+# distributed transaction, committed in two phases on every node it wrote to.
+#
+# The values are written into the statement as literals, quoted by psycopg as it quotes
+# a client-side bound parameter, and the statement is sent without parameters: six
+# parameters a row cost psycopg 13 ms of client CPU for 1000 rows (parsing a statement of
+# 6000 placeholders and writing each value), the literals 0.5 (bench/results/history.md,
+# "The Citus batch's client work"). Each such statement is new text, so it is never prepared.
+CITUS_INSERT = b"""
 INSERT INTO assignments_assignment (experiment_id, subject_id, variant_id, cohort, source, created_at)
-VALUES {values}
+VALUES %s
 ON CONFLICT (experiment_id, subject_id) DO NOTHING
 RETURNING experiment_id, subject_id, variant_id
 """
-CITUS_INSERT_ROW = "(%s::bigint, %s, %s::bigint, %s::integer, %s, %s)"
+CITUS_INSERT_ROW = b"(%s::bigint, %s, %s::bigint, %s::integer, %s, %s)"
 
 
-def citus_insert(rows: Sequence[Sequence], created_at) -> tuple[str, list]:
-    """CITUS_INSERT for these (experiment pk, subject ID, variant pk, cohort, source) rows, and its parameters."""
-    sql = CITUS_INSERT.format(values=", ".join([CITUS_INSERT_ROW] * len(rows)))
-    return sql, [value for row in rows for value in (*row, created_at)]
+def citus_insert(rows: Sequence[Sequence], created_at: datetime, *, context: BaseConnection) -> str:
+    """CITUS_INSERT for these (experiment pk, subject ID, variant pk, cohort, source) rows, quoted for the psycopg
+    connection `context`: a statement that takes no parameters."""
+    literal = Transformer.from_context(context).as_literal
+    created = literal(created_at)
+    values = b", ".join([CITUS_INSERT_ROW % (*map(literal, row), created) for row in rows])
+    return (CITUS_INSERT % values).decode(context.info.encoding)
+
+
+CITUS_SHARDS = """
+SELECT get_shard_id_for_distribution_column('assignments_assignment', x.subject_id)
+FROM json_array_elements_text(%s::json) WITH ORDINALITY AS x(subject_id, ord) ORDER BY x.ord
+"""
+
+
+def citus_inserts(
+    execute: Callable[[str, list], list[tuple]],
+    rows: Sequence[Sequence],
+    created_at: datetime,
+    *,
+    context: BaseConnection,
+) -> list[str]:
+    """The INSERT statements of these rows (as citus_insert's), one per shard in shard order from
+    CITUS_SPLIT_FROM rows on, after asking the coordinator through `execute(sql, params) -> rows` which
+    shard holds each row."""
+    if len(rows) < CITUS_SPLIT_FROM:
+        return [citus_insert(rows, created_at, context=context)]
+    shards = execute(CITUS_SHARDS, [_json([row[1] for row in rows])])
+    by_shard: defaultdict[int, list[Sequence]] = defaultdict(list)
+    for (shard,), row in zip(shards, rows, strict=True):
+        by_shard[shard].append(row)
+    return [citus_insert(by_shard[shard], created_at, context=context) for shard in sorted(by_shard)]
 
 
 def assignments_insert(*, rows: Sequence[tuple[int, str, int, int, str]], created_at: datetime) -> Stored:
@@ -229,12 +271,21 @@ def assignments_insert(*, rows: Sequence[tuple[int, str, int, int, str]], create
     vendor = _vendor()
     created = connection.ops.adapt_datetimefield_value(created_at)
     if vendor == "citus":
-        sql, params = citus_insert(rows, created)
-    else:
-        sql = POSTGRES_INSERT if vendor == "postgresql" else SQLITE_INSERT
-        params = [created, _json(rows)]
+        connection.ensure_connection()
+        with connection.cursor() as cursor:
+
+            def execute(sql: str, params: list | None = None) -> list[tuple]:
+                cursor.execute(sql, params)
+                return cursor.fetchall()
+
+            return {
+                (pk, subject_id): variant_pk
+                for statement in citus_inserts(execute, rows, created, context=connection.connection)
+                for pk, subject_id, variant_pk in execute(statement)
+            }
+    sql = POSTGRES_INSERT if vendor == "postgresql" else SQLITE_INSERT
     with statement_cursor(table=TABLE) as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(sql, [created, _json(rows)])
         return {(pk, subject_id): variant_pk for pk, subject_id, variant_pk in cursor.fetchall()}
 
 

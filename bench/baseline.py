@@ -29,8 +29,9 @@ same insert, as the service stores them (assignments/assigning.py, gate 2).
 On a Citus coordinator (assignments distributed, bench/run hot-path --citus-workers) every
 assignment scenario sends storage.py's statements, with the fetch and the insert
 in their Citus forms: Citus refuses the PostgreSQL fetch, and sends the array fetch to every
-shard, which would make a floor of more work than the service does there. The
-followLinks scenarios are not for a Citus run: Citus refuses POSTGRES_LINK_GRAPH.
+shard, which would make a floor of more work than the service does there. A batch's read
+and insert go shard by shard, as the service's do. The followLinks scenarios are not for
+a Citus run: Citus refuses POSTGRES_LINK_GRAPH.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from assignments.distribution import ASSIGNMENTS_DISTRIBUTED, CITUS_INSTALLED
 from assignments.gates import OUTSIDE_COVERAGE, Gates, covered_variant
 from assignments.hashing import Allocation
 from assignments.linking import link_graph, linked_first, walk_params
-from assignments.storage import FETCH, POSTGRES_INSERT, POSTGRES_LINK_GRAPH, citus_fetch_rows, citus_insert
+from assignments.storage import FETCH, POSTGRES_INSERT, POSTGRES_LINK_GRAPH, citus_fetch_rows, citus_inserts
 from bench.exclusions import excluded_expected, exclusions_problem
 from bench.scenarios import ASSIGN, EXPERIMENT_ID, LINK, SUBJECT, Scenario, SubjectIds, attributes_sent
 from idlinks.storage import INSERT as LINK_INSERT
@@ -329,10 +330,17 @@ def pairs_store(
     if not rows:
         return stored, set(), excluded
     if assignments_distributed(connection):
-        cursor = connection.execute(*citus_insert(rows, now))
+        statements = citus_inserts(
+            lambda sql, params: connection.execute(sql, params).fetchall(), rows, now, context=connection
+        )
+        inserted = {
+            (pk, subject_id): variant_pk
+            for statement in statements
+            for pk, subject_id, variant_pk in connection.execute(statement)
+        }
     else:
         cursor = connection.execute(POSTGRES_INSERT, [now, _json(rows)])
-    inserted = {(pk, subject_id): variant_pk for pk, subject_id, variant_pk in cursor}
+        inserted = {(pk, subject_id): variant_pk for pk, subject_id, variant_pk in cursor}
     stored.update(inserted)
     lost: dict[int, list[str]] = {}
     for pk, subject_id, *_ in rows:

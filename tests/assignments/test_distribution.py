@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from django.utils import timezone
 from assignments.distribution import DISTRIBUTED_TABLES, REFERENCE_TABLES, assignments_distributed
 from assignments.exports import assignment_rows
 from assignments.models import Assignment, AssignmentCount, Experiment
-from assignments.storage import FETCH, citus_insert
+from assignments.storage import FETCH, assignments_insert, citus_insert, citus_inserts
 from devtools.citus import citus_database_create
 from tests.helpers import resources
 from tests.helpers.database import assignments_shard_count
@@ -63,7 +64,7 @@ def test_distribute_tables__run_again__layout_in_place_nothing_to_do():
     assert len({layout[item.table][1] for item in DISTRIBUTED_TABLES}) == 1, "co-located"
 
 
-def _plan(sql: str, params: list) -> dict:
+def _plan(sql: str, params: list | None) -> dict:
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
         return cursor.fetchone()[0][0]["Plan"]
@@ -115,17 +116,71 @@ def test_fetch__1000_subjects__one_task_per_shard_each_through_the_unique_index(
 
 @citus
 @pytest.mark.django_db
-def test_insert__1000_subjects__one_insert_per_shard_not_through_the_coordinator(demo_config):
+def test_insert__1000_subjects__one_insert_per_shard_each_routed_to_its_shard(demo_config):
     experiment = Experiment.objects.get(key="checkout-button")
     variant = experiment.variants.first()
     rows = [(experiment.pk, f"n-{n:04d}", variant.pk, 1, "hashed") for n in range(1000)]
     created = connection.ops.adapt_datetimefield_value(timezone.now())
 
-    plan = _plan(*citus_insert(rows, created))
+    with connection.cursor() as cursor:
 
-    assert plan["Custom Plan Provider"] == "Citus Adaptive"
-    assert "INSERT/SELECT method" not in json.dumps(plan)
-    assert plan["Distributed Query"]["Job"]["Task Count"] == assignments_shard_count()
+        def execute(sql, params):
+            cursor.execute(sql, params)
+            return cursor.fetchall()
+
+        statements = citus_inserts(execute, rows, created, context=connection.connection)
+
+    assert len(statements) == assignments_shard_count()
+    for statement in statements:
+        plan = _plan(statement, None)
+        assert plan["Custom Plan Provider"] == "Citus Adaptive"
+        assert "INSERT/SELECT method" not in json.dumps(plan)
+        assert plan["Distributed Query"]["Job"]["Task Count"] == 1
+    assert sorted(row for statement in statements for row in re.findall(r"'(n-\d{4})'", statement)) == [
+        row[1] for row in rows
+    ]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_citus_insert__quotes_and_backslashes_and_percent_signs__stored_as_sent(demo_config):
+    # The Citus insert writes its values into the statement (psycopg's quoting); it is plain SQL, run here on
+    # whichever PostgreSQL the suite has.
+    experiment = Experiment.objects.get(key="checkout-button")
+    variant = experiment.variants.first()
+    subject_ids = ["o'brien", "back\\slash", "%s", "%(x)s", "'); DELETE FROM assignments_assignment; --", "ü-ß"]
+    rows = [(experiment.pk, subject_id, variant.pk, 1, "hashed") for subject_id in sorted(subject_ids)]
+    created = connection.ops.adapt_datetimefield_value(timezone.now())
+
+    with connection.cursor() as cursor:
+        cursor.execute(citus_insert(rows, created, context=connection.connection))
+        returned = cursor.fetchall()
+
+    assert sorted(subject_id for _, subject_id, _ in returned) == sorted(subject_ids)
+    stored = Assignment.objects.filter(experiment=experiment, subject_id__in=subject_ids)
+    assert sorted(stored.values_list("subject_id", "variant_id", "cohort", "source")) == sorted(
+        (subject_id, variant.pk, 1, "hashed") for subject_id in subject_ids
+    )
+    assert {assignment.created_at for assignment in stored} == {created}
+
+
+@citus
+@pytest.mark.django_db(transaction=True)
+def test_insert__1000_subjects__every_row_stored_and_returned_once(demo_config):
+    experiment = Experiment.objects.get(key="checkout-button")
+    variants = list(experiment.variants.values_list("pk", flat=True))
+    rows = [(experiment.pk, f"m-{n:04d}", variants[n % len(variants)], 1, "hashed") for n in range(1000)]
+    stored_before = {row[1]: row[2] for row in rows[::3]}
+    assignments_insert(rows=[row for row in rows if row[1] in stored_before], created_at=timezone.now())
+
+    inserted = assignments_insert(rows=rows, created_at=timezone.now())
+
+    assert inserted == {
+        (pk, subject_id): variant for pk, subject_id, variant, *_ in rows if subject_id not in stored_before
+    }
+    assert dict(Assignment.objects.filter(experiment=experiment).values_list("subject_id", "variant_id")) == {
+        row[1]: row[2] for row in rows
+    }
 
 
 def _worker_ctl(action: str) -> None:

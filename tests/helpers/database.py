@@ -34,6 +34,12 @@ def batch_reads(batch: int) -> int:
     return 1 + assignments_shard_count()
 
 
+def batch_inserts(rows: int) -> int:
+    """The statements inserting a batch's new assignments take: one, or on Citus from CITUS_SPLIT_FROM rows
+    on, one asking which shard holds each and one per shard (assignments/storage.py, citus_inserts)."""
+    return batch_reads(rows)
+
+
 def assignments_shard_count() -> int:
     """The shards of assignments_assignment on this Citus cluster."""
     with connection.cursor() as cursor:
