@@ -144,7 +144,8 @@ Stored = dict[tuple[int, str], int]
 # The IDs go to the coordinator as one JSON text and come back as each shard's array in
 # PostgreSQL's text form, which goes out again as one string: psycopg writes a list
 # parameter item by item in Python, which cost more client CPU than the statements'
-# own work (bench/results/history.md, "The Citus batch's client work").
+# own work (bench/results/history.md, "The Citus batch's client work, and its insert
+# shard by shard").
 CITUS_BY_SHARD = """
 SELECT get_shard_id_for_distribution_column('assignments_assignment', x) AS shard, array_agg(x ORDER BY x)::text
 FROM json_array_elements_text(%s::json) AS x GROUP BY shard ORDER BY shard
@@ -219,9 +220,10 @@ def assignments_fetch(
 #
 # The values are written into the statement as literals, quoted by psycopg as it quotes
 # a client-side bound parameter, and the statement is sent without parameters: six
-# parameters a row cost psycopg 13 ms of client CPU for 1000 rows (parsing a statement of
-# 6000 placeholders and writing each value), the literals 0.5 (bench/results/history.md,
-# "The Citus batch's client work"). Each such statement is new text, so it is never prepared.
+# parameters a row cost psycopg 19 ms of client CPU for 1000 rows (parsing a statement of
+# 6000 placeholders and writing each value), the literals about 4 (bench/results/history.md,
+# "The Citus batch's client work, and its insert shard by shard"). Each such statement is
+# new text, so it is never prepared.
 CITUS_INSERT = b"""
 INSERT INTO assignments_assignment (experiment_id, subject_id, variant_id, cohort, source, created_at)
 VALUES %s
