@@ -269,11 +269,13 @@ def citus_inserts(
 
 def assignments_insert(*, rows: Sequence[tuple[int, str, int, int, str]], created_at: datetime) -> Stored:
     """Insert (experiment pk, subject ID, variant pk, cohort, source) rows, given sorted by
-    experiment and subject ID, skipping pairs already assigned; returns the rows this call inserted."""
+    experiment and subject ID, skipping pairs already assigned; returns the rows this call inserted.
+
+    On Citus a batch from CITUS_SPLIT_FROM rows on is one statement per shard, each committed on its own
+    outside a transaction: a failure part way keeps the shards written before it."""
     vendor = _vendor()
     created = connection.ops.adapt_datetimefield_value(created_at)
     if vendor == "citus":
-        connection.ensure_connection()
         with connection.cursor() as cursor:
 
             def execute(sql: str, params: list | None = None) -> list[tuple]:
