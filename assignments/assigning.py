@@ -208,8 +208,9 @@ def _settle(
     if members_asked:
         asked = {**active, **members_asked}
         by_pk.update((holdout.pk, holdout) for state in states for holdout in state.holdouts)
-    version, stored = assignments_fetch(subjects=asked, experiment_pk=experiment_pk)
-    if expected_version is not None and version != expected_version:
+    fetched = assignments_fetch(subjects=asked, experiment_pk=experiment_pk)
+    stored = fetched.stored
+    if expected_version is not None and fetched.version != expected_version:
         return None
     missing = sorted(
         (pk, subject_id)
@@ -241,7 +242,7 @@ def _settle(
         rows = sorted([*rows, *memberships.new.values()], key=lambda row: (row[0], row[1]))
     if not rows:
         return Settled(stored=stored, created=frozenset(), excluded=excluded, held_out=held_out)
-    inserted = assignments_insert(rows=rows, created_at=now)
+    inserted = assignments_insert(rows=rows, created_at=now, shards=fetched.shards)
     stored.update(inserted)
     lost: dict[int, list[str]] = defaultdict(list)
     for pk, subject_id, *_ in rows:
@@ -249,7 +250,7 @@ def _settle(
             lost[pk].append(subject_id)
     _count(by_pk, rows, inserted, lost)
     if lost:
-        stored.update(assignments_fetch(subjects=lost, experiment_pk=experiment_pk)[1])
+        stored.update(assignments_fetch(subjects=lost, experiment_pk=experiment_pk).stored)
     return Settled(stored=stored, created=frozenset(inserted), excluded=excluded, held_out=held_out)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import NamedTuple
 
 import orjson
 from django.db import connection
@@ -141,30 +142,36 @@ Stored = dict[tuple[int, str], int]
 # statement; 300, 6 against 34; 100, about the same either way (bench/results/history.md,
 # "Citus shard count"). Below CITUS_SPLIT_FROM IDs one statement is sent.
 #
-# The IDs go to the coordinator as one JSON text and come back as each shard's array in
-# PostgreSQL's text form, which goes out again as one string: psycopg writes a list
-# parameter item by item in Python, which cost more client CPU than the statements'
+# The IDs go to the coordinator as one JSON text and come back as each shard's array,
+# also in PostgreSQL's text form, which goes out again as one string: psycopg writes a
+# list parameter item by item in Python, which cost more client CPU than the statements'
 # own work (bench/results/history.md, "The Citus batch's client work, and its insert
-# shard by shard").
+# shard by shard"). The arrays tell the batch's insert which shard holds each subject
+# (citus_inserts).
 CITUS_BY_SHARD = """
-SELECT get_shard_id_for_distribution_column('assignments_assignment', x) AS shard, array_agg(x ORDER BY x)::text
+SELECT get_shard_id_for_distribution_column('assignments_assignment', x) AS shard,
+       array_agg(x ORDER BY x), array_agg(x ORDER BY x)::text
 FROM json_array_elements_text(%s::json) AS x GROUP BY shard ORDER BY shard
 """
 CITUS_SPLIT_FROM = 100
 
+# Subject ID -> the Citus shard holding it, as a split read found it.
+Shards = dict[str, int]
+
 
 def citus_fetch_rows(
     execute: Callable[[str, list], list[tuple]], *, head: list, experiments: list[int], subject_ids: list[str]
-) -> list[tuple]:
+) -> tuple[list[tuple], Shards | None]:
     """FETCH[("citus", ...)]'s rows for these sorted subject IDs (the head row's parameters in `head`), through
-    `execute(sql, params) -> rows`: read shard by shard from CITUS_SPLIT_FROM IDs on."""
-    groups: list[list[str] | str] = [subject_ids]
-    if len(subject_ids) >= CITUS_SPLIT_FROM:
-        groups = [ids for _, ids in execute(CITUS_BY_SHARD, [_json(subject_ids)])]
-    rows = execute(FETCH[("citus", bool(head))], [*head, experiments, groups[0]])
-    for group in groups[1:]:
-        rows += execute(CITUS_FETCH_ROWS, [experiments, group])
-    return rows
+    `execute(sql, params) -> rows`, read shard by shard from CITUS_SPLIT_FROM IDs on; and then the shard of
+    each ID (None below CITUS_SPLIT_FROM)."""
+    if len(subject_ids) < CITUS_SPLIT_FROM:
+        return execute(FETCH[("citus", bool(head))], [*head, experiments, subject_ids]), None
+    groups = execute(CITUS_BY_SHARD, [_json(subject_ids)])
+    rows = execute(FETCH[("citus", bool(head))], [*head, experiments, groups[0][2]])
+    for _, _, text in groups[1:]:
+        rows += execute(CITUS_FETCH_ROWS, [experiments, text])
+    return rows, {subject_id: shard for shard, ids, _ in groups for subject_id in ids}
 
 
 def _json(value) -> str:
@@ -177,14 +184,21 @@ def _vendor() -> str:
     return "citus" if assignments_distributed() else "postgresql"
 
 
-def assignments_fetch(
-    *, subjects: dict[int, Sequence[str]], experiment_pk: int | None = None
-) -> tuple[int | None, Stored]:
+class Fetched(NamedTuple):
+    # experiment_pk's resource_version or experiment_catalog_version (assignments_fetch)
+    version: int | None
+    stored: Stored
+    # On Citus, for a read split by shard, the shard of each subject ID asked; else None.
+    shards: Shards | None
+
+
+def assignments_fetch(*, subjects: dict[int, Sequence[str]], experiment_pk: int | None = None) -> Fetched:
     """The stored variant primary keys of those (experiment pk, subject ID) pairs that have one,
     and a version to check the caller's cached state with: `experiment_pk`'s resource_version
     (None if it is gone) or, without it, experiment_catalog_version."""
     vendor = _vendor()
     head = [] if experiment_pk is None else [experiment_pk]
+    shards = None
     with statement_cursor(table=TABLE) as cursor:
         if vendor == "citus":
 
@@ -193,7 +207,7 @@ def assignments_fetch(
                 return cursor.fetchall()
 
             subject_ids = sorted({sid for ids in subjects.values() for sid in ids})
-            rows = citus_fetch_rows(execute, head=head, experiments=list(subjects), subject_ids=subject_ids)
+            rows, shards = citus_fetch_rows(execute, head=head, experiments=list(subjects), subject_ids=subject_ids)
         else:
             cursor.execute(
                 FETCH[(vendor, experiment_pk is not None)],
@@ -208,7 +222,7 @@ def assignments_fetch(
             version = resource_version
         elif asked is None or subject_id in asked[pk]:
             stored[(pk, subject_id)] = variant_pk
-    return version, stored
+    return Fetched(version, stored, shards)
 
 
 # On Citus an INSERT ... SELECT from a JSON parameter is pulled through the coordinator:
@@ -254,25 +268,34 @@ def citus_inserts(
     created_at: datetime,
     *,
     context: BaseConnection,
+    shards: Shards | None = None,
 ) -> list[str]:
     """The INSERT statements of these rows (as citus_insert's), one per shard in shard order from
-    CITUS_SPLIT_FROM rows on, after asking the coordinator through `execute(sql, params) -> rows` which
-    shard holds each row."""
+    CITUS_SPLIT_FROM rows on. The shard of each row's subject comes from `shards` (the batch's split
+    read) or, where that lacks one, from the coordinator, asked through `execute(sql, params) -> rows`.
+
+    A shard found by a read could have split since (a rebalance): a statement then holds two shards'
+    rows, which Citus still writes, only in one distributed transaction."""
     if len(rows) < CITUS_SPLIT_FROM:
         return [citus_insert(rows, created_at, context=context)]
-    shards = execute(CITUS_SHARDS, [_json([row[1] for row in rows])])
+    if shards is None or any(row[1] not in shards for row in rows):
+        found = execute(CITUS_SHARDS, [_json([row[1] for row in rows])])
+        shards = {row[1]: shard for (shard,), row in zip(found, rows, strict=True)}
     by_shard: defaultdict[int, list[Sequence]] = defaultdict(list)
-    for (shard,), row in zip(shards, rows, strict=True):
-        by_shard[shard].append(row)
+    for row in rows:
+        by_shard[shards[row[1]]].append(row)
     return [citus_insert(by_shard[shard], created_at, context=context) for shard in sorted(by_shard)]
 
 
-def assignments_insert(*, rows: Sequence[tuple[int, str, int, int, str]], created_at: datetime) -> Stored:
+def assignments_insert(
+    *, rows: Sequence[tuple[int, str, int, int, str]], created_at: datetime, shards: Shards | None = None
+) -> Stored:
     """Insert (experiment pk, subject ID, variant pk, cohort, source) rows, given sorted by
     experiment and subject ID, skipping pairs already assigned; returns the rows this call inserted.
 
-    On Citus a batch from CITUS_SPLIT_FROM rows on is one statement per shard, each committed on its own
-    outside a transaction: a failure part way keeps the shards written before it."""
+    On Citus a batch from CITUS_SPLIT_FROM rows on is one statement per shard (`shards`, from the
+    batch's read, saves asking which shard holds each), each committed on its own outside a
+    transaction: a failure part way keeps the shards written before it."""
     vendor = _vendor()
     created = connection.ops.adapt_datetimefield_value(created_at)
     if vendor == "citus":
@@ -284,7 +307,7 @@ def assignments_insert(*, rows: Sequence[tuple[int, str, int, int, str]], create
 
             return {
                 (pk, subject_id): variant_pk
-                for statement in citus_inserts(execute, rows, created, context=connection.connection)
+                for statement in citus_inserts(execute, rows, created, context=connection.connection, shards=shards)
                 for pk, subject_id, variant_pk in execute(statement)
             }
     sql = POSTGRES_INSERT if vendor == "postgresql" else SQLITE_INSERT

@@ -48,7 +48,14 @@ from assignments.distribution import ASSIGNMENTS_DISTRIBUTED, CITUS_INSTALLED
 from assignments.gates import OUTSIDE_COVERAGE, Gates, covered_variant
 from assignments.hashing import Allocation
 from assignments.linking import link_graph, linked_first, walk_params
-from assignments.storage import FETCH, POSTGRES_INSERT, POSTGRES_LINK_GRAPH, citus_fetch_rows, citus_inserts
+from assignments.storage import (
+    FETCH,
+    POSTGRES_INSERT,
+    POSTGRES_LINK_GRAPH,
+    Shards,
+    citus_fetch_rows,
+    citus_inserts,
+)
 from bench.exclusions import excluded_expected, exclusions_problem
 from bench.scenarios import ASSIGN, EXPERIMENT_ID, LINK, SUBJECT, Scenario, SubjectIds, attributes_sent
 from idlinks.storage import INSERT as LINK_INSERT
@@ -234,27 +241,35 @@ def pairs_fetch(
 ) -> Stored:
     """assignments/storage.py's fetch: the head row (experiment_pk's resource_version, or the catalog's version
     without it), ignored here, then the stored variant of each (experiment pk, subject ID) pair that has one."""
+    return _fetched(connection, subjects, experiment_pk=experiment_pk)[0]
+
+
+def _fetched(
+    connection: psycopg.Connection, subjects: dict[int, list[str]], *, experiment_pk: int | None = None
+) -> tuple[Stored, Shards | None]:
+    """pairs_fetch's pairs, and on Citus the shard of each subject ID when the read went shard by shard."""
     head = [] if experiment_pk is None else [experiment_pk]
     if assignments_distributed(connection):
         # Its filters select every experiment's row of every subject ID: only the pairs asked are kept.
         subject_ids = sorted({subject_id for ids in subjects.values() for subject_id in ids})
-        rows = citus_fetch_rows(
+        rows, shards = citus_fetch_rows(
             lambda sql, params: connection.execute(sql, params).fetchall(),
             head=head,
             experiments=list(subjects),
             subject_ids=subject_ids,
         )
         asked = {pk: set(ids) for pk, ids in subjects.items()}
-        return {
+        stored = {
             (pk, subject_id): variant_pk
             for pk, subject_id, variant_pk, _ in rows
             if pk is not None and subject_id in asked[pk]
         }
+        return stored, shards
     rows = connection.execute(
         FETCH[("postgresql", experiment_pk is not None)],
         [*head, _json({str(pk): subject_ids for pk, subject_ids in subjects.items()})],
     )
-    return {(pk, subject_id): variant_pk for pk, subject_id, variant_pk, _ in rows if pk is not None}
+    return {(pk, subject_id): variant_pk for pk, subject_id, variant_pk, _ in rows if pk is not None}, None
 
 
 def pairs_store(
@@ -275,7 +290,7 @@ def pairs_store(
     for pk, subject_ids in subjects.items():
         for holdout in by_pk[pk].holdouts:
             asked[holdout.pk] = list(dict.fromkeys([*asked.get(holdout.pk, []), *subject_ids]))
-    stored = pairs_fetch(connection, asked, experiment_pk=experiment_pk)
+    stored, shards = _fetched(connection, asked, experiment_pk=experiment_pk)
     missing = sorted(
         (pk, subject_id)
         for pk, subject_ids in subjects.items()
@@ -331,7 +346,11 @@ def pairs_store(
         return stored, set(), excluded
     if assignments_distributed(connection):
         statements = citus_inserts(
-            lambda sql, params: connection.execute(sql, params).fetchall(), rows, now, context=connection
+            lambda sql, params: connection.execute(sql, params).fetchall(),
+            rows,
+            now,
+            context=connection,
+            shards=shards,
         )
         inserted = {
             (pk, subject_id): variant_pk

@@ -25,7 +25,14 @@ from django.utils import timezone
 from assignments.distribution import DISTRIBUTED_TABLES, REFERENCE_TABLES, assignments_distributed
 from assignments.exports import assignment_rows
 from assignments.models import Assignment, AssignmentCount, Experiment
-from assignments.storage import FETCH, assignments_insert, citus_insert, citus_inserts
+from assignments.storage import (
+    CITUS_SHARDS,
+    FETCH,
+    assignments_insert,
+    citus_fetch_rows,
+    citus_insert,
+    citus_inserts,
+)
 from devtools.citus import citus_database_create
 from tests.helpers import resources
 from tests.helpers.database import assignments_shard_count
@@ -139,6 +146,35 @@ def test_insert__1000_subjects__one_insert_per_shard_each_routed_to_its_shard(de
     assert sorted(row for statement in statements for row in re.findall(r"'(n-\d{4})'", statement)) == [
         row[1] for row in rows
     ]
+
+
+@citus
+@pytest.mark.django_db
+def test_insert__shards_known_from_the_batchs_read__the_same_statements_without_asking(demo_config):
+    experiment = Experiment.objects.get(key="checkout-button")
+    variant = experiment.variants.first()
+    rows = [(experiment.pk, f"k-{n:04d}", variant.pk, 1, "hashed") for n in range(1000)]
+    created = connection.ops.adapt_datetimefield_value(timezone.now())
+    asked = []
+
+    with connection.cursor() as cursor:
+
+        def execute(sql, params):
+            asked.append(sql)
+            cursor.execute(sql, params)
+            return cursor.fetchall()
+
+        _, shards = citus_fetch_rows(execute, head=[], experiments=[experiment.pk], subject_ids=[r[1] for r in rows])
+        asked.clear()
+        known = citus_inserts(execute, rows, created, context=connection.connection, shards=shards)
+        assert asked == []
+        partly_known = citus_inserts(
+            execute, rows, created, context=connection.connection, shards={rows[0][1]: shards[rows[0][1]]}
+        )
+
+    assert asked == [CITUS_SHARDS]
+    assert known == partly_known
+    assert len(known) == assignments_shard_count()
 
 
 @pytest.mark.postgres

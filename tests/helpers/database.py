@@ -35,9 +35,12 @@ def batch_reads(batch: int) -> int:
 
 
 def batch_inserts(rows: int) -> int:
-    """The statements inserting a batch's new assignments take: one, or on Citus from CITUS_SPLIT_FROM rows
-    on, one asking which shard holds each and one per shard (assignments/storage.py, citus_inserts)."""
-    return batch_reads(rows)
+    """The statements inserting a batch's new assignments take, after a read of as many subjects: one, or on
+    Citus from CITUS_SPLIT_FROM rows on, one per shard (assignments/storage.py, citus_inserts: the read
+    found each subject's shard)."""
+    if rows < CITUS_SPLIT_FROM or not assignments_distributed():
+        return 1
+    return assignments_shard_count()
 
 
 def assignments_shard_count() -> int:
