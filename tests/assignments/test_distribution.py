@@ -121,21 +121,33 @@ def test_fetch__1000_subjects__one_task_per_shard_each_through_the_unique_index(
     )
 
 
+def _new_rows(prefix: str, count: int) -> tuple[list[tuple], object]:
+    """`count` new (experiment pk, subject ID, variant pk, cohort, source) rows of checkout-button, and a time
+    for them as the service adapts it."""
+    experiment = Experiment.objects.get(key="checkout-button")
+    variant = experiment.variants.first()
+    rows = [(experiment.pk, f"{prefix}-{n:04d}", variant.pk, 1, "hashed") for n in range(count)]
+    return rows, connection.ops.adapt_datetimefield_value(timezone.now())
+
+
+def _execute(cursor, asked: list[str]):
+    """The `execute(sql, params) -> rows` storage.py's Citus helpers take, noting each statement in `asked`."""
+
+    def execute(sql, params):
+        asked.append(sql)
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+    return execute
+
+
 @citus
 @pytest.mark.django_db
 def test_insert__1000_subjects__one_insert_per_shard_each_routed_to_its_shard(demo_config):
-    experiment = Experiment.objects.get(key="checkout-button")
-    variant = experiment.variants.first()
-    rows = [(experiment.pk, f"n-{n:04d}", variant.pk, 1, "hashed") for n in range(1000)]
-    created = connection.ops.adapt_datetimefield_value(timezone.now())
+    rows, created = _new_rows("n", 1000)
 
     with connection.cursor() as cursor:
-
-        def execute(sql, params):
-            cursor.execute(sql, params)
-            return cursor.fetchall()
-
-        statements = citus_inserts(execute, rows, created, context=connection.connection)
+        statements = citus_inserts(_execute(cursor, []), rows, created, context=connection.connection)
 
     assert len(statements) == assignments_shard_count()
     for statement in statements:
@@ -151,20 +163,12 @@ def test_insert__1000_subjects__one_insert_per_shard_each_routed_to_its_shard(de
 @citus
 @pytest.mark.django_db
 def test_insert__shards_known_from_the_batchs_read__the_same_statements_without_asking(demo_config):
-    experiment = Experiment.objects.get(key="checkout-button")
-    variant = experiment.variants.first()
-    rows = [(experiment.pk, f"k-{n:04d}", variant.pk, 1, "hashed") for n in range(1000)]
-    created = connection.ops.adapt_datetimefield_value(timezone.now())
+    rows, created = _new_rows("k", 1000)
     asked = []
 
     with connection.cursor() as cursor:
-
-        def execute(sql, params):
-            asked.append(sql)
-            cursor.execute(sql, params)
-            return cursor.fetchall()
-
-        _, shards = citus_fetch_rows(execute, head=[], experiments=[experiment.pk], subject_ids=[r[1] for r in rows])
+        execute = _execute(cursor, asked)
+        _, shards = citus_fetch_rows(execute, head=[], experiments=[rows[0][0]], subject_ids=[r[1] for r in rows])
         asked.clear()
         known = citus_inserts(execute, rows, created, context=connection.connection, shards=shards)
         assert asked == []
