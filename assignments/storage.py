@@ -178,6 +178,16 @@ def _json(value) -> str:
     return orjson.dumps(value).decode()
 
 
+def _executor(cursor) -> Callable[[str, list | None], list[tuple]]:
+    """`execute(sql, params) -> rows` on this cursor, as the Citus helpers above and below take it."""
+
+    def execute(sql: str, params: list | None = None) -> list[tuple]:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+    return execute
+
+
 def _vendor() -> str:
     if connection.vendor != "postgresql":
         return "sqlite"
@@ -201,13 +211,10 @@ def assignments_fetch(*, subjects: dict[int, Sequence[str]], experiment_pk: int 
     shards = None
     with statement_cursor(table=TABLE) as cursor:
         if vendor == "citus":
-
-            def execute(sql: str, params: list) -> list[tuple]:
-                cursor.execute(sql, params)
-                return cursor.fetchall()
-
             subject_ids = sorted({sid for ids in subjects.values() for sid in ids})
-            rows, shards = citus_fetch_rows(execute, head=head, experiments=list(subjects), subject_ids=subject_ids)
+            rows, shards = citus_fetch_rows(
+                _executor(cursor), head=head, experiments=list(subjects), subject_ids=subject_ids
+            )
         else:
             cursor.execute(
                 FETCH[(vendor, experiment_pk is not None)],
@@ -300,11 +307,7 @@ def assignments_insert(
     created = connection.ops.adapt_datetimefield_value(created_at)
     if vendor == "citus":
         with connection.cursor() as cursor:
-
-            def execute(sql: str, params: list | None = None) -> list[tuple]:
-                cursor.execute(sql, params)
-                return cursor.fetchall()
-
+            execute = _executor(cursor)
             return {
                 (pk, subject_id): variant_pk
                 for statement in citus_inserts(execute, rows, created, context=connection.connection, shards=shards)
