@@ -8,17 +8,20 @@ refusal runs.
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 import os
 import re
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import psycopg
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
+from django.db.models import Sum
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -89,9 +92,14 @@ def _nodes(plan: dict):
 
 
 @citus
+@pytest.mark.parametrize(
+    ("statement", "params"),
+    [(FETCH[("citus-subject", True)], [1, [1], "u-1"]), (FETCH[("citus", True)], [1, [1], ["u-1"]])],
+    ids=["one subject ID", "a list of one"],
+)
 @pytest.mark.django_db
-def test_fetch__one_subject__routed_to_one_shard(demo_config):
-    plan = _plan(FETCH[("citus", True)], [1, [1], ["u-1"]])
+def test_fetch__one_subject__routed_to_one_shard(demo_config, statement, params):
+    plan = _plan(statement, params)
 
     jobs = [node["Distributed Query"]["Job"] for node in _nodes(plan) if "Distributed Query" in node]
     assert [job["Task Count"] for job in jobs] == [1]
@@ -139,6 +147,31 @@ def _execute(cursor, asked: list[str]):
         return cursor.fetchall()
 
     return execute
+
+
+@citus
+@pytest.mark.django_db
+def test_fetch_rows__one_subject_id__one_statement_comparing_it_with_equals(demo_config):
+    rows, created = _new_rows("one", 2)
+    experiment_pk = rows[0][0]
+    asked = []
+
+    with connection.cursor() as cursor:
+        execute = _execute(cursor, asked)
+        execute(citus_insert(rows[:1], created, context=connection.connection), None)
+        asked.clear()
+        stored, shards = citus_fetch_rows(
+            execute, head=[experiment_pk], experiments=[experiment_pk], subject_ids=["one-0000"]
+        )
+        missing, _ = citus_fetch_rows(
+            execute, head=[experiment_pk], experiments=[experiment_pk], subject_ids=["one-0001"]
+        )
+
+    assert asked == [FETCH[("citus-subject", True)]] * 2
+    version = Experiment.objects.get(pk=experiment_pk).resource_version
+    assert stored == [(None, None, None, version), (experiment_pk, "one-0000", rows[0][2], None)]
+    assert shards is None
+    assert missing == [(None, None, None, version)]
 
 
 @citus
@@ -221,6 +254,59 @@ def test_insert__1000_subjects__every_row_stored_and_returned_once(demo_config):
     assert dict(Assignment.objects.filter(experiment=experiment).values_list("subject_id", "variant_id")) == {
         row[1]: row[2] for row in rows
     }
+
+
+@citus
+@pytest.mark.django_db(transaction=True)
+def test_count_trigger__one_connection_on_every_shard__each_counted_in_its_own_shards_counts(demo_config):
+    # Each worker connection keeps the name of a shard's counts once it has looked it up (distribution.py):
+    # one subject at a time through one connection, ten a shard on average and so mostly with the name kept,
+    # must count each subject in the counts co-located with its own shard, never in another one looked up.
+    rows, _ = _new_rows("c", 320)
+
+    for row in rows:
+        assignments_insert(rows=[row], created_at=timezone.now())
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT counts.shardid, 'assignments_assignment_' || own.shardid FROM pg_dist_shard own "
+            "JOIN pg_dist_shard counts ON counts.shardminvalue = own.shardminvalue "
+            "WHERE own.logicalrelid = 'assignments_assignment'::regclass "
+            "AND counts.logicalrelid = 'assignments_assignmentcount'::regclass"
+        )
+        own_shard = dict(cursor.fetchall())
+        cursor.execute(
+            "SELECT shardid, result FROM run_command_on_shards('assignments_assignmentcount', "
+            "$$SELECT string_agg(DISTINCT split_part(shard, '-', 1), ',') FROM %s$$)"
+        )
+        writers = {shard: set(result.split(",")) for shard, result in cursor.fetchall() if result}
+    assert len(writers) == assignments_shard_count(), "every shard was written"
+    assert writers == {shard: {own_shard[shard]} for shard in writers}
+    experiment_pk = rows[0][0]
+    counted = AssignmentCount.objects.filter(experiment_id=experiment_pk).aggregate(total=Sum("assignments"))
+    assert counted["total"] == Assignment.objects.filter(experiment_id=experiment_pk).count() == len(rows)
+
+
+@citus
+@pytest.mark.django_db(transaction=True)
+def test_migration_0010__distributed_database__every_node_gets_the_count_functions_that_keep_the_name():
+    replace_on_citus = importlib.import_module("assignments.migrations.0010_citus_count_shard_kept")._replace_on_citus
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE OR REPLACE FUNCTION assignments_count_insert() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$BEGIN RETURN NULL; END$$"
+        )
+
+    replace_on_citus(None, SimpleNamespace(connection=connection))
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT result FROM run_command_on_all_nodes("
+            "$$SELECT prosrc FROM pg_proc WHERE proname = 'assignments_count_insert'$$)"
+        )
+        bodies = [body for (body,) in cursor.fetchall()]
+    assert len(bodies) >= 3, "the coordinator and each worker"
+    assert all("count_shard := assignments_count_shard(TG_TABLE_NAME)" in body for body in bodies), bodies
 
 
 def _worker_ctl(action: str) -> None:
