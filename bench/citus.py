@@ -76,8 +76,10 @@ WORKERS = 2
 # max_connections of 200 on a worker ("sorry, too many clients already").
 WORKER_MAX_CONNECTIONS = 400
 # Before the caller's arguments, which therefore override them (not the database's URL nor the results' place).
+# Load from wrk: the Python load processes' own CPU, taken from the same two cores on both layouts, narrowed
+# the gap between them (one new subject: 0.64 under them, 0.45 under wrk; bench/results/history.md).
 DEFAULTS = (
-    "--scenarios", "1-new,1000-new,subject-1", "--targets", "baseline,service",
+    "--scenarios", "1-new,1000-new,subject-1", "--load", "wrk", "--targets", "minimal,service",
     "--seeded", "200000", "--duration", "10", "--warmup", "2", "--repeat", "3", "--concurrency", "16",
 )  # fmt: skip
 
