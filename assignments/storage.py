@@ -1,6 +1,6 @@
 """Set-based SQL for the assignment hot path: one statement per step, whatever the batch size
-and however many experiments a request names (on Citus, a batch's read and its insert are
-one per shard: citus_fetch_rows, citus_inserts).
+and however many experiments a request names (on Citus, a batch's read and its write are
+one per shard: citus_fetch_rows, citus_store).
 
 The ORM would send `subject_id IN (...)` with one parameter per subject. Here a
 batch travels as one JSON text parameter, expanded by the database
@@ -14,13 +14,14 @@ table's statistics are stale. One JSON string rather than arrays: converting a
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import NamedTuple
 
 import orjson
-from django.db import connection
+from django.db import DatabaseError, connection, transaction
 from django.utils.dateparse import parse_datetime
 from psycopg import BaseConnection
 from psycopg.adapt import Transformer
@@ -156,7 +157,7 @@ Stored = dict[tuple[int, str], int]
 # list parameter item by item in Python, which cost more client CPU than the statements'
 # own work (bench/results/history.md, "The Citus batch's client work, and its insert
 # shard by shard"). The arrays tell the batch's insert which shard holds each subject
-# (citus_inserts).
+# (citus_shard_rows).
 CITUS_BY_SHARD = """
 SELECT get_shard_id_for_distribution_column('assignments_assignment', x) AS shard,
        array_agg(x ORDER BY x), array_agg(x ORDER BY x)::text
@@ -246,9 +247,9 @@ def assignments_fetch(*, subjects: dict[int, Sequence[str]], experiment_pk: int 
 # On Citus an INSERT ... SELECT from a JSON parameter is pulled through the coordinator:
 # the rows are computed there, copied to every shard as an intermediate result, then
 # inserted from it. A VALUES list of one shard's rows is routed straight to that shard.
-# A batch's rows are sent as one such INSERT per shard (citus_inserts), each its own
-# transaction: a row is correct alone, and one INSERT over several shards would be a
-# distributed transaction, committed in two phases on every node it wrote to.
+# A batch's rows that a COPY could not store go as one such INSERT per shard (citus_store),
+# each its own transaction: a row is correct alone, and one INSERT over several shards
+# would be a distributed transaction, committed in two phases on every node it wrote to.
 #
 # The values are written into the statement as literals, quoted by psycopg as it quotes
 # a client-side bound parameter, and the statement is sent without parameters: six
@@ -280,29 +281,80 @@ FROM json_array_elements_text(%s::json) WITH ORDINALITY AS x(subject_id, ord) OR
 """
 
 
-def citus_inserts(
-    execute: Callable[[str, list], list[tuple]],
-    rows: Sequence[Sequence],
-    created_at: datetime,
-    *,
-    context: BaseConnection,
-    shards: Shards | None = None,
-) -> list[str]:
-    """The INSERT statements of these rows (as citus_insert's), one per shard in shard order from
-    CITUS_SPLIT_FROM rows on. The shard of each row's subject comes from `shards` (the batch's split
-    read) or, where that lacks one, from the coordinator, asked through `execute(sql, params) -> rows`.
-
-    A shard found by a read could have split since (a rebalance): a statement then holds two shards'
-    rows, which Citus still writes, only in one distributed transaction."""
-    if len(rows) < CITUS_SPLIT_FROM:
-        return [citus_insert(rows, created_at, context=context)]
+def citus_shard_rows(
+    execute: Callable[[str, list], list[tuple]], rows: Sequence[Sequence], *, shards: Shards | None = None
+) -> list[list[Sequence]]:
+    """These rows grouped by the shard holding each row's subject, in shard order. The shard of each
+    subject comes from `shards` (the batch's split read) or, where that lacks one, from the coordinator,
+    asked through `execute(sql, params) -> rows`."""
     if shards is None or any(row[1] not in shards for row in rows):
         found = execute(CITUS_SHARDS, [_json([row[1] for row in rows])])
         shards = {row[1]: shard for (shard,), row in zip(found, rows, strict=True)}
     by_shard: defaultdict[int, list[Sequence]] = defaultdict(list)
     for row in rows:
         by_shard[shards[row[1]]].append(row)
-    return [citus_insert(by_shard[shard], created_at, context=context) for shard in sorted(by_shard)]
+    return [by_shard[shard] for shard in sorted(by_shard)]
+
+
+# A batch's rows from CITUS_SPLIT_FROM on go to each shard by COPY, which the coordinator
+# routes row by row without parsing, planning and deparsing a VALUES list: a 1000-row
+# batch on 4 shards cost 20 ms of the cluster's CPU that way against 39 as INSERTs
+# (bench/results/history.md, "A Citus batch's rows by COPY"). The read found them
+# new, so COPY, which has no ON CONFLICT, stores them all; a row stored meanwhile by
+# another request fails that shard's COPY, whose rows then go by INSERT ... ON CONFLICT
+# DO NOTHING. Citus passes a COPY's unique violation on as an internal error (XX000),
+# without its code, so any failed COPY is followed by that INSERT: a COPY writes its
+# shard's rows or none, and the INSERT's own error, if it fails too (a worker down), is
+# the one raised. A shard's rows are sorted, so two batches meet on its index in one order.
+CITUS_COPY = (
+    "COPY assignments_assignment (experiment_id, subject_id, variant_id, cohort, source, created_at) FROM STDIN"
+)
+
+
+def citus_store(
+    execute: Callable[[str, list | None], list[tuple]],
+    copy: Callable[[Sequence[Sequence]], bool],
+    rows: Sequence[Sequence],
+    created_at: datetime,
+    *,
+    context: BaseConnection,
+    shards: Shards | None = None,
+) -> Stored:
+    """Store these rows on Citus, skipping pairs already assigned; the rows stored here. Below
+    CITUS_SPLIT_FROM rows, one INSERT (citus_insert) through `execute(sql, params) -> rows`; from there,
+    each shard's rows in shard order (citus_shard_rows) through `copy(rows) -> bool`, which writes them
+    with CITUS_COPY, each shard's on its own, or writes nothing and says False when it failed (one of them
+    stored already): that shard's rows then go as one INSERT."""
+    if len(rows) < CITUS_SPLIT_FROM:
+        return _returned(execute(citus_insert(rows, created_at, context=context), None))
+    stored: Stored = {}
+    for group in citus_shard_rows(execute, rows, shards=shards):
+        if copy(group):
+            stored.update({(pk, subject_id): variant_pk for pk, subject_id, variant_pk, *_ in group})
+        else:
+            stored.update(_returned(execute(citus_insert(group, created_at, context=context), None)))
+    return stored
+
+
+def _returned(rows: list[tuple]) -> Stored:
+    return {(pk, subject_id): variant_pk for pk, subject_id, variant_pk in rows}
+
+
+def _copier(cursor, created_at: datetime) -> Callable[[Sequence[Sequence]], bool]:
+    """citus_store's `copy` on this cursor: a shard's COPY, in a savepoint inside a transaction (a failed
+    statement would end it), committed on its own outside one."""
+
+    def copy(rows: Sequence[Sequence]) -> bool:
+        savepoint = transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext()
+        try:
+            with savepoint, connection.wrap_database_errors, cursor.copy(CITUS_COPY) as writer:
+                for row in rows:
+                    writer.write_row((*row, created_at))
+        except DatabaseError:
+            return False
+        return True
+
+    return copy
 
 
 def assignments_insert(
@@ -311,23 +363,25 @@ def assignments_insert(
     """Insert (experiment pk, subject ID, variant pk, cohort, source) rows, given sorted by
     experiment and subject ID, skipping pairs already assigned; returns the rows this call inserted.
 
-    On Citus a batch from CITUS_SPLIT_FROM rows on is one statement per shard (`shards`, from the
+    On Citus a batch from CITUS_SPLIT_FROM rows on is written shard by shard (`shards`, from the
     batch's read, saves asking which shard holds each), each committed on its own outside a
-    transaction: a failure part way keeps the shards written before it."""
+    transaction: a failure part way keeps the shards written before it (citus_store)."""
     vendor = _vendor()
     created = connection.ops.adapt_datetimefield_value(created_at)
     if vendor == "citus":
         with connection.cursor() as cursor:
-            execute = _executor(cursor)
-            return {
-                (pk, subject_id): variant_pk
-                for statement in citus_inserts(execute, rows, created, context=connection.connection, shards=shards)
-                for pk, subject_id, variant_pk in execute(statement)
-            }
+            return citus_store(
+                _executor(cursor),
+                _copier(cursor, created),
+                rows,
+                created,
+                context=connection.connection,
+                shards=shards,
+            )
     sql = POSTGRES_INSERT if vendor == "postgresql" else SQLITE_INSERT
     with statement_cursor(table=TABLE) as cursor:
         cursor.execute(sql, [created, _json(rows)])
-        return {(pk, subject_id): variant_pk for pk, subject_id, variant_pk in cursor.fetchall()}
+        return _returned(cursor.fetchall())
 
 
 # The neighbourhood of a batch's new subjects, for following links (assignments/linking.py),

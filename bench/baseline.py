@@ -49,12 +49,13 @@ from assignments.gates import OUTSIDE_COVERAGE, Gates, covered_variant
 from assignments.hashing import Allocation
 from assignments.linking import link_graph, linked_first, walk_params
 from assignments.storage import (
+    CITUS_COPY,
     FETCH,
     POSTGRES_INSERT,
     POSTGRES_LINK_GRAPH,
     Shards,
     citus_fetch_rows,
-    citus_inserts,
+    citus_store,
 )
 from bench.exclusions import excluded_expected, exclusions_problem
 from bench.scenarios import ASSIGN, EXPERIMENT_ID, LINK, SUBJECT, Scenario, SubjectIds, attributes_sent
@@ -272,6 +273,21 @@ def _fetched(
     return {(pk, subject_id): variant_pk for pk, subject_id, variant_pk, _ in rows if pk is not None}, None
 
 
+def _copier(connection: psycopg.Connection, now: datetime):
+    """citus_store's `copy` on this autocommit connection: each shard's COPY is its own transaction."""
+
+    def copy(rows) -> bool:
+        try:
+            with connection.cursor().copy(CITUS_COPY) as writer:
+                for row in rows:
+                    writer.write_row((*row, now))
+        except psycopg.Error:
+            return False
+        return True
+
+    return copy
+
+
 def pairs_store(
     connection: psycopg.Connection,
     experiments: Iterable[Experiment],
@@ -345,18 +361,14 @@ def pairs_store(
     if not rows:
         return stored, set(), excluded
     if assignments_distributed(connection):
-        statements = citus_inserts(
+        inserted = citus_store(
             lambda sql, params: connection.execute(sql, params).fetchall(),
+            _copier(connection, now),
             rows,
             now,
             context=connection,
             shards=shards,
         )
-        inserted = {
-            (pk, subject_id): variant_pk
-            for statement in statements
-            for pk, subject_id, variant_pk in connection.execute(statement)
-        }
     else:
         cursor = connection.execute(POSTGRES_INSERT, [now, _json(rows)])
         inserted = {(pk, subject_id): variant_pk for pk, subject_id, variant_pk in cursor}

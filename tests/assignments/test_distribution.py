@@ -12,7 +12,6 @@ import importlib
 import io
 import json
 import os
-import re
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,7 +19,7 @@ from types import SimpleNamespace
 import psycopg
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Sum
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -34,7 +33,7 @@ from assignments.storage import (
     assignments_insert,
     citus_fetch_rows,
     citus_insert,
-    citus_inserts,
+    citus_shard_rows,
 )
 from devtools.citus import citus_database_create
 from tests.helpers import resources
@@ -176,38 +175,42 @@ def test_fetch_rows__one_subject_id__one_statement_comparing_it_with_equals(demo
 
 @citus
 @pytest.mark.django_db
-def test_insert__1000_subjects__one_insert_per_shard_each_routed_to_its_shard(demo_config):
+def test_shard_rows__1000_subjects__one_group_per_shard_in_shard_order_its_insert_routed_there(demo_config):
     rows, created = _new_rows("n", 1000)
 
     with connection.cursor() as cursor:
-        statements = citus_inserts(_execute(cursor, []), rows, created, context=connection.connection)
+        groups = citus_shard_rows(_execute(cursor, []), rows)
+        cursor.execute(
+            "SELECT x, get_shard_id_for_distribution_column('assignments_assignment', x) FROM unnest(%s::text[]) AS x",
+            [[row[1] for row in rows]],
+        )
+        shard_of = dict(cursor.fetchall())
 
-    assert len(statements) == assignments_shard_count()
-    for statement in statements:
-        plan = _plan(statement, None)
+    assert len(groups) == assignments_shard_count()
+    shards = [{shard_of[row[1]] for row in group} for group in groups]
+    assert all(len(group_shards) == 1 for group_shards in shards)
+    assert [group_shards.pop() for group_shards in shards] == sorted(shard_of[group[0][1]] for group in groups)
+    assert sorted(row for group in groups for row in group) == rows
+    for group in groups:
+        plan = _plan(citus_insert(group, created, context=connection.connection), None)
         assert plan["Custom Plan Provider"] == "Citus Adaptive"
         assert "INSERT/SELECT method" not in json.dumps(plan)
         assert plan["Distributed Query"]["Job"]["Task Count"] == 1
-    assert sorted(row for statement in statements for row in re.findall(r"'(n-\d{4})'", statement)) == [
-        row[1] for row in rows
-    ]
 
 
 @citus
 @pytest.mark.django_db
-def test_insert__shards_known_from_the_batchs_read__the_same_statements_without_asking(demo_config):
-    rows, created = _new_rows("k", 1000)
+def test_shard_rows__shards_known_from_the_batchs_read__the_same_groups_without_asking(demo_config):
+    rows, _ = _new_rows("k", 1000)
     asked = []
 
     with connection.cursor() as cursor:
         execute = _execute(cursor, asked)
         _, shards = citus_fetch_rows(execute, head=[], experiments=[rows[0][0]], subject_ids=[r[1] for r in rows])
         asked.clear()
-        known = citus_inserts(execute, rows, created, context=connection.connection, shards=shards)
+        known = citus_shard_rows(execute, rows, shards=shards)
         assert asked == []
-        partly_known = citus_inserts(
-            execute, rows, created, context=connection.connection, shards={rows[0][1]: shards[rows[0][1]]}
-        )
+        partly_known = citus_shard_rows(execute, rows, shards={rows[0][1]: shards[rows[0][1]]})
 
     assert asked == [CITUS_SHARDS]
     assert known == partly_known
@@ -239,14 +242,15 @@ def test_citus_insert__quotes_and_backslashes_and_percent_signs__stored_as_sent(
 
 @citus
 @pytest.mark.django_db(transaction=True)
-def test_insert__1000_subjects__every_row_stored_and_returned_once(demo_config):
+def test_insert__1000_subjects_a_third_stored_unseen__each_shards_copy_refused_then_inserted_once(demo_config):
     experiment = Experiment.objects.get(key="checkout-button")
     variants = list(experiment.variants.values_list("pk", flat=True))
     rows = [(experiment.pk, f"m-{n:04d}", variants[n % len(variants)], 1, "hashed") for n in range(1000)]
     stored_before = {row[1]: row[2] for row in rows[::3]}
     assignments_insert(rows=[row for row in rows if row[1] in stored_before], created_at=timezone.now())
 
-    inserted = assignments_insert(rows=rows, created_at=timezone.now())
+    with CaptureQueriesContext(connection) as queries:
+        inserted = assignments_insert(rows=rows, created_at=timezone.now())
 
     assert inserted == {
         (pk, subject_id): variant for pk, subject_id, variant, *_ in rows if subject_id not in stored_before
@@ -254,6 +258,58 @@ def test_insert__1000_subjects__every_row_stored_and_returned_once(demo_config):
     assert dict(Assignment.objects.filter(experiment=experiment).values_list("subject_id", "variant_id")) == {
         row[1]: row[2] for row in rows
     }
+    statements = [query["sql"].split()[0] for query in queries.captured_queries]
+    assert statements == ["SELECT", *["COPY", "INSERT"] * assignments_shard_count()]
+    assert _counted(experiment.pk) == len(rows)
+
+
+@citus
+@pytest.mark.django_db(transaction=True)
+def test_insert__1000_new_subjects__copied_shard_by_shard_every_row_returned_and_counted(demo_config):
+    experiment = Experiment.objects.get(key="checkout-button")
+    variant = experiment.variants.first()
+    odd = [
+        "o'brien",
+        "back\\slash",
+        "tab\there",
+        "new\nline",
+        "%s",
+        "'); DELETE FROM assignments_assignment; --",
+        "ü-ß",
+    ]
+    subject_ids = sorted([*odd, *(f"c-{n:04d}" for n in range(1000 - len(odd)))])
+    rows = [(experiment.pk, subject_id, variant.pk, 1, "hashed") for subject_id in subject_ids]
+    created = timezone.now()
+
+    with CaptureQueriesContext(connection) as queries:
+        inserted = assignments_insert(rows=rows, created_at=created)
+
+    assert inserted == {(experiment.pk, subject_id): variant.pk for subject_id in subject_ids}
+    statements = [query["sql"].split()[0] for query in queries.captured_queries]
+    assert statements == ["SELECT", *["COPY"] * assignments_shard_count()]
+    stored = Assignment.objects.filter(experiment=experiment)
+    assert sorted(stored.values_list("subject_id", flat=True)) == subject_ids
+    assert set(stored.values_list("variant_id", "cohort", "source", "created_at")) == {
+        (variant.pk, 1, "hashed", created)
+    }
+    assert _counted(experiment.pk) == len(rows)
+
+
+@citus
+@pytest.mark.django_db
+def test_insert__in_a_transaction_a_shards_copy_refused__rolled_back_to_its_savepoint_then_inserted(demo_config):
+    rows, created = _new_rows("t", 200)
+    assignments_insert(rows=rows[::2], created_at=created)
+
+    with transaction.atomic():
+        inserted = assignments_insert(rows=rows, created_at=created)
+        assert Assignment.objects.filter(subject_id__startswith="t-").count() == len(rows)
+
+    assert inserted == {(pk, subject_id): variant for pk, subject_id, variant, *_ in rows[1::2]}
+
+
+def _counted(experiment_pk: int) -> int:
+    return AssignmentCount.objects.filter(experiment_id=experiment_pk).aggregate(total=Sum("assignments"))["total"]
 
 
 @citus
@@ -283,8 +339,7 @@ def test_count_trigger__one_connection_on_every_shard__each_counted_in_its_own_s
     assert len(writers) == assignments_shard_count(), "every shard was written"
     assert writers == {shard: {own_shard[shard]} for shard in writers}
     experiment_pk = rows[0][0]
-    counted = AssignmentCount.objects.filter(experiment_id=experiment_pk).aggregate(total=Sum("assignments"))
-    assert counted["total"] == Assignment.objects.filter(experiment_id=experiment_pk).count() == len(rows)
+    assert _counted(experiment_pk) == Assignment.objects.filter(experiment_id=experiment_pk).count() == len(rows)
 
 
 @citus

@@ -36,11 +36,11 @@ def batch_reads(batch: int) -> int:
 
 def batch_inserts(rows: int) -> int:
     """The statements inserting a batch's new assignments take, after a read of as many subjects: one, or on
-    Citus from CITUS_SPLIT_FROM rows on, one per shard (assignments/storage.py, citus_inserts: the read
-    found each subject's shard)."""
+    Citus from CITUS_SPLIT_FROM rows on, a COPY per shard (assignments/storage.py, citus_store: the read
+    found each subject's shard), each in a savepoint of its own inside a test's transaction."""
     if rows < CITUS_SPLIT_FROM or not assignments_distributed():
         return 1
-    return assignments_shard_count()
+    return assignments_shard_count() * (3 if connection.in_atomic_block else 1)
 
 
 def assignments_shard_count() -> int:
