@@ -319,6 +319,9 @@ def statement_summary(sql: str) -> str:
     """`SELECT tokens_apitoken`: the statement's verb and the tables it names (`WITH RECURSIVE` for a recursive
     statement, whose verb comes after its parts)."""
     words = sql.split()
+    if words[0].upper() == "COPY":
+        # COPY names its table first, and then FROM STDIN, which is not one.
+        return f"COPY {words[1]}"
     verb = " ".join(words[:2]).upper() if len(words) > 1 and words[1].upper() == "RECURSIVE" else words[0].upper()
     ctes = set(_CTE.findall(sql)) if verb.startswith("WITH") else set()
     tables = [table for table in dict.fromkeys(_TABLE.findall(sql)) if table not in ctes]
@@ -355,9 +358,13 @@ def statements_count(*, scenarios: list[Scenario], bench: Bench) -> list[Stateme
             post(scenario, ids.next_batch())
             with connection.execute_wrapper(record), CaptureQueriesContext(connection) as captured:
                 post(scenario, ids.next_batch())
-        # The log has no text for a prepared statement (core/database.py): take it as the cursor got it.
+        # The log has no text for a prepared statement (core/database.py): take it as the cursor got it. A COPY
+        # passes by the execute wrappers, and the log has its text.
         cursor_texts = iter(texts)
-        sql = [query["sql"] if query["sql"] in _TRANSACTION else next(cursor_texts) for query in captured]
+        sql = [
+            query["sql"] if query["sql"] in _TRANSACTION or query["sql"].startswith("COPY ") else next(cursor_texts)
+            for query in captured
+        ]
         counts.append(
             StatementCount(
                 scenario=scenario.key,
