@@ -286,7 +286,10 @@ def citus_shard_rows(
 ) -> list[list[Sequence]]:
     """These rows grouped by the shard holding each row's subject, in shard order. The shard of each
     subject comes from `shards` (the batch's split read) or, where that lacks one, from the coordinator,
-    asked through `execute(sql, params) -> rows`."""
+    asked through `execute(sql, params) -> rows`.
+
+    A shard found by a read could have split since (a rebalance): a group then holds two shards' rows,
+    which Citus still writes where each belongs, only in one distributed transaction."""
     if shards is None or any(row[1] not in shards for row in rows):
         found = execute(CITUS_SHARDS, [_json([row[1] for row in rows])])
         shards = {row[1]: shard for (shard,), row in zip(found, rows, strict=True)}
