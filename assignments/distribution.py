@@ -132,6 +132,16 @@ ASSIGNMENTS_DISTRIBUTED = (
 )
 
 
+def distributed_asked(cursor) -> bool:
+    """Whether assignments_assignment is a distributed Citus table, asked through this PostgreSQL cursor
+    (Django's or psycopg's), every time."""
+    cursor.execute(CITUS_INSTALLED)
+    if not cursor.fetchone()[0]:
+        return False
+    cursor.execute(ASSIGNMENTS_DISTRIBUTED)
+    return cursor.fetchone()[0]
+
+
 def assignments_distributed() -> bool:
     """Whether assignments_assignment is a distributed Citus table, asked once per database connection.
 
@@ -146,11 +156,7 @@ def assignments_distributed() -> bool:
     known = _distributed.get(raw)
     if known is None:
         with connection.wrap_database_errors, raw.cursor() as cursor:
-            cursor.execute(CITUS_INSTALLED)
-            known = cursor.fetchone()[0]
-            if known:
-                cursor.execute(ASSIGNMENTS_DISTRIBUTED)
-                known = cursor.fetchone()[0]
+            known = distributed_asked(cursor)
         _distributed[raw] = known
     return known
 

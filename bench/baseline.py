@@ -44,7 +44,7 @@ from datetime import UTC, datetime
 import orjson
 import psycopg
 
-from assignments.distribution import ASSIGNMENTS_DISTRIBUTED, CITUS_INSTALLED
+from assignments.distribution import distributed_asked
 from assignments.gates import OUTSIDE_COVERAGE, Gates, covered_variant
 from assignments.hashing import Allocation
 from assignments.linking import link_graph, linked_first, walk_params
@@ -230,9 +230,8 @@ def assignments_distributed(connection: psycopg.Connection) -> bool:
     (what assignments/distribution.py asks of Django's connection)."""
     known = _distributed.get(connection)
     if known is None:
-        (known,) = connection.execute(CITUS_INSTALLED).fetchone()
-        if known:
-            (known,) = connection.execute(ASSIGNMENTS_DISTRIBUTED).fetchone()
+        with connection.cursor() as cursor:
+            known = distributed_asked(cursor)
         _distributed[connection] = known
     return known
 

@@ -9,7 +9,7 @@ them, since they count exactly as the ones before did.
 
 from django.db import migrations
 
-from assignments.distribution import ASSIGNMENTS_DISTRIBUTED, CITUS_COUNT_FUNCTIONS, CITUS_INSTALLED
+from assignments.distribution import CITUS_COUNT_FUNCTIONS, distributed_asked
 
 
 def _replace_on_citus(apps, schema_editor):
@@ -17,11 +17,7 @@ def _replace_on_citus(apps, schema_editor):
     if connection.vendor != "postgresql":
         return
     with connection.cursor() as cursor:
-        cursor.execute(CITUS_INSTALLED)
-        if not cursor.fetchone()[0]:
-            return
-        cursor.execute(ASSIGNMENTS_DISTRIBUTED)
-        if not cursor.fetchone()[0]:
+        if not distributed_asked(cursor):
             return
         for statement in CITUS_COUNT_FUNCTIONS:
             cursor.execute(statement)
