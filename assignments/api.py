@@ -1,4 +1,5 @@
-"""POST /experiment-assignments and POST /assignments: the two ways to ask for assignments."""
+"""POST /experiment-assignments and POST /assignments, the two ways to ask for assignments, and POST /id-link
+served with this app's subject types."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from rest_framework import serializers
 
 from assignments import gates
 from assignments.assigning import Unassigned, assign_subject, assign_subjects
-from assignments.schema import ATTRIBUTES_HELP, EXCLUDED_HELP
+from assignments.openapi import ATTRIBUTES_HELP, EXCLUDED_HELP
+from assignments.selectors import subject_types_active
 from core.api.fields import (
     IdentifierMapField,
     StrictBooleanField,
@@ -27,6 +29,7 @@ from core.api.schema import TOKEN_PROBLEMS, ProblemDoc, problem_responses
 from core.api.views import JsonApiView, RequestBody
 from core.database import with_live_connection
 from core.middleware.requestlog import request_log_note
+from idlinks.api import IdLinkApi as LinkApi
 from tokens.authentication import IsProxyRole
 
 # Longer than any resource ID, so that a long unknown ID is still answered 404 experiment_not_found.
@@ -35,10 +38,16 @@ MAX_IDENTIFIERS = 10
 MAX_EXPERIMENTS = 100
 
 
-def _attribute_object_errors(data: object) -> dict | list | None:
-    """The errors of one attribute object, keyed by attribute name; None when it is valid."""
+# The two endpoints take attributes in two shapes; a body in the other's shape is told which this one wants.
+KEYED_BY_SUBJECT = 'here attributes are keyed by subject ID: {"u1": {"country": "DE"}}'
+ONE_OBJECT = 'here attributes are one object for this subject: {"country": "DE"}'
+
+
+def _attribute_object_errors(data: object, shape: str) -> dict | list | None:
+    """The errors of one attribute object, keyed by attribute name; None when it is valid. `shape` says
+    what the endpoint wants where a value's shape suggests the other endpoint's."""
     if not isinstance(data, dict):
-        return ["must be an object of attribute names to values"]
+        return [f"must be an object of attribute names to values ({shape})"]
     if len(data) > gates.MAX_ATTRIBUTES:
         return [f"must have at most {gates.MAX_ATTRIBUTES} entries, got {len(data)}"]
     errors = {}
@@ -47,6 +56,8 @@ def _attribute_object_errors(data: object) -> dict | list | None:
             errors[name] = [f"the name must match {gates.ATTRIBUTE_NAME_PATTERN}"]
             continue
         problem = gates.value_problem(value)
+        if problem and isinstance(value, (dict, list)):
+            problem = f"{problem} ({shape})"
         if problem:
             errors[name] = [problem]
     return errors or None
@@ -56,7 +67,7 @@ class AttributesField(StrictField):
     """One subject's attributes (POST /assignments): errors read `attributes.country`."""
 
     def to_internal_value(self, data):
-        errors = _attribute_object_errors(data)
+        errors = _attribute_object_errors(data, ONE_OBJECT)
         if errors:
             raise serializers.ValidationError(errors)
         return data
@@ -75,7 +86,7 @@ class SubjectAttributesField(StrictField):
             )
         errors = {}
         for subject_id, attributes in data.items():
-            problem = _attribute_object_errors(attributes)
+            problem = _attribute_object_errors(attributes, KEYED_BY_SUBJECT)
             if problem:
                 errors[subject_id] = problem
         if errors:
@@ -107,7 +118,9 @@ class ExperimentAssignmentsApi(JsonApiView):
             attributes = data.get("attributes")
             if attributes:
                 asked = set(data["subject_ids"])
-                unknown = {key: ["is not one of subject_ids"] for key in attributes if key not in asked}
+                unknown = {
+                    key: [f"is not one of subject_ids ({KEYED_BY_SUBJECT})"] for key in attributes if key not in asked
+                }
                 if unknown:
                     raise serializers.ValidationError({"attributes": unknown})
             return data
@@ -175,7 +188,8 @@ class ExperimentAssignmentsApi(JsonApiView):
                         "The experiment is draft, ended or archived; `experiment_status` says which.",
                         "experiment_not_active",
                         "Experiment not active",
-                        "Experiment 'checkout-button' is ended; only active experiments assign subjects.",
+                        "Experiment 'checkout-button' is ended: subjects are assigned while it is active, and given "
+                        "its winning variant once a winner is declared.",
                     ),
                 },
             ),
@@ -319,3 +333,9 @@ class AssignmentsApi(JsonApiView):
             "new_assignments": answer.new_assignments,
             "unassigned": answer.unassigned,
         }
+
+
+class IdLinkApi(LinkApi):
+    """POST /id-link (idlinks/api.py), its identifiers' subject types found among this app's."""
+
+    subject_types_active = staticmethod(subject_types_active)

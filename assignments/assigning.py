@@ -28,6 +28,7 @@ from assignments.selectors import (
     experiment_catalog_get,
     experiment_catalog_version,
     experiment_state_get,
+    holdouts_named,
     subject_type_get,
     subject_types_active,
 )
@@ -316,12 +317,35 @@ def _winner_reason(
     return state.gates.targeting_reason(attributes)
 
 
+def _names(ids: list[str]) -> str:
+    return ", ".join(repr(experiment_id) for experiment_id in ids)
+
+
+def _not_found(unknown: list[str]) -> ExperimentNotFound:
+    """The 404 for IDs that name no experiment, saying of each that names a holdout that it is one."""
+    detail = (
+        f"No experiment has the ID {_names(unknown)}."
+        if len(unknown) == 1
+        else (f"No experiments have the IDs {_names(unknown)}.")
+    )
+    holdouts = holdouts_named(unknown)
+    if len(holdouts) == 1:
+        detail += (
+            f" {_names(holdouts)} is a holdout: ask for the experiments it covers, which it holds subjects out of."
+        )
+    elif holdouts:
+        detail += (
+            f" {_names(holdouts)} are holdouts: ask for the experiments they cover, which they hold subjects out of."
+        )
+    return ExperimentNotFound(detail)
+
+
 def _experiment_answer(
     experiment_id: str, subject_ids: list[str], attributes: Attributes, *, bypass_cache: bool
 ) -> ExperimentAssignments | None:
     state = experiment_state_get(experiment_id=experiment_id, bypass_cache=bypass_cache)
     if state is None:
-        raise ExperimentNotFound(f"No experiment has the ID {experiment_id!r}.")
+        raise _not_found([experiment_id])
     if attributes:
         subject_type = subject_type_get(subject_type_id=state.subject_type_key)
         declared = subject_type.attribute_types() if subject_type is not None else {}
@@ -369,7 +393,8 @@ def _experiment_answer(
         return answer
     if state.status != Experiment.Status.ACTIVE:
         raise ExperimentNotActive(
-            f"Experiment {state.key!r} is {state.status}; only active experiments assign subjects.",
+            f"Experiment {state.key!r} is {state.status}: subjects are assigned while it is active, and given its "
+            "winning variant once a winner is declared.",
             experiment_status=state.status,
         )
     keys = _variant_keys([state], settled.stored)
@@ -442,10 +467,7 @@ def _named_experiments(
         # One created since the catalog was cached is found by loading it again.
         if not bypass_cache and experiment_catalog_version() != catalog.version:
             return None
-        names = ", ".join(repr(experiment_id) for experiment_id in unknown)
-        raise ExperimentNotFound(
-            f"No experiment has the ID {names}." if len(unknown) == 1 else f"No experiments have the IDs {names}."
-        )
+        raise _not_found(unknown)
     return list({state.pk: state for state in states}.values())
 
 

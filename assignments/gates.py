@@ -164,6 +164,11 @@ TYPE_WORDS = {
 }
 
 
+def _number_for_version(value: object, attribute_type: str) -> bool:
+    """A version written as a number: JSON and YAML read 2.10 as the number 2.1, so it must be a string."""
+    return attribute_type == VERSION and is_number(value)
+
+
 def attribute_problems(attributes: Mapping[str, object], declared: Mapping[str, str]) -> dict[str, str]:
     """Attribute name -> why its value does not have the type declared for it; undeclared names are ignored."""
     problems = {}
@@ -171,6 +176,8 @@ def attribute_problems(attributes: Mapping[str, object], declared: Mapping[str, 
         attribute_type = declared.get(name)
         if attribute_type is not None and not _TYPE_CHECKS[attribute_type](value):
             problems[name] = f"must be {TYPE_WORDS[attribute_type]}, as the subject type declares"
+            if _number_for_version(value, attribute_type):
+                problems[name] += f'; send it as a string ("{value}"): a number loses the zeros of 2.10'
     return problems
 
 
@@ -491,7 +498,10 @@ def _condition_problems(document: Mapping[str, Any], path: str, types: Mapping[s
     for index, value in enumerate(values):
         if typed_value(value, attribute_type) is None:
             where = f"{path}.{operator}.{index}" if operator in LIST_OPERATORS else f"{path}.{operator}"
-            return [(where, f"must be {TYPE_WORDS[attribute_type]}: {name!r} is a {attribute_type} attribute")]
+            message = f"must be {TYPE_WORDS[attribute_type]}: {name!r} is a {attribute_type} attribute"
+            if _number_for_version(value, attribute_type):
+                message += f"; quote it ('{value}'): unquoted, YAML reads 2.10 as the number 2.1"
+            return [(where, message)]
     return []
 
 

@@ -6,6 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 
 from django.db.models import Max, Q, QuerySet, Sum
+from django.db.models.functions import Lower
 
 from assignments.cache import CATALOG, experiment_catalog, experiment_states, subject_types
 from assignments.errors import UnknownSubjectType
@@ -303,3 +304,16 @@ def subject_types_active(type_ids: dict[str, str]) -> dict[str, SubjectType]:
     if errors:
         raise UnknownSubjectType("; ".join(f"{e['field']}: {e['message']}" for e in errors), errors=errors)
     return found
+
+
+def holdouts_named(experiment_ids: list[str]) -> list[str]:
+    """Those of these IDs (as given) that name a holdout, ignoring case: asked only for IDs that name no
+    experiment, to tell the caller why."""
+    wanted = {experiment_id.lower(): experiment_id for experiment_id in experiment_ids if is_resource_id(experiment_id)}
+    found = (
+        Experiment.objects.filter(kind=Experiment.Kind.HOLDOUT)
+        .alias(lkey=Lower("key"))
+        .filter(lkey__in=wanted)
+        .values_list("key", flat=True)
+    )
+    return [wanted[key.lower()] for key in found]

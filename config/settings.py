@@ -244,10 +244,10 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "ENUM_NAME_OVERRIDES": {
         "ProblemCode": "core.api.schema.PROBLEM_CODES",
-        "ExperimentStatus": "assignments.schema.EXPERIMENT_STATUSES",
+        "ExperimentStatus": "assignments.openapi.EXPERIMENT_STATUSES",
     },
     "POSTPROCESSING_HOOKS": [
-        "assignments.schema.postprocess_schema",
+        "assignments.openapi.postprocess_schema",
         "drf_spectacular.hooks.postprocess_schema_enums",
         "core.api.schema.postprocess_schema",
     ],

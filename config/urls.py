@@ -2,9 +2,8 @@ from django.contrib import admin
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from assignments.api import AssignmentsApi, ExperimentAssignmentsApi
+from assignments.api import AssignmentsApi, ExperimentAssignmentsApi, IdLinkApi
 from core.observability.exposition import MetricsApi
-from idlinks.api import IdLinkApi
 
 # The token-authenticated endpoints, by path.
 API_VIEWS = {

@@ -7,6 +7,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
+import orjson
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connections
 from django.db.backends.postgresql.base import ServerBindingCursor as DjangoServerBindingCursor
@@ -120,3 +121,20 @@ def statement_cursor(*, table: str | None):
         if not safe:
             return wrapper.cursor()
     return wrapper.make_cursor(_PreparingCursor(raw))
+
+
+def json_text(value) -> str:
+    """`value` as one JSON text parameter, the form in which the apps' set-based statements take a batch
+    (expanded by the database: json_array_elements on PostgreSQL, json_each on SQLite)."""
+    return orjson.dumps(value).decode()
+
+
+def database_failure_line(exc: BaseException) -> str:
+    """A command's one-line answer when the database cannot be used: which database, and the driver's
+    first line ("database ... does not exist", "connection refused")."""
+    settings_dict = connections[DEFAULT_DB_ALIAS].settings_dict
+    where = settings_dict["NAME"]
+    if settings_dict.get("HOST"):
+        where = f"{where} on {settings_dict['HOST']}:{settings_dict.get('PORT') or 5432}"
+    first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return f"error: cannot use the database {where} (DATABASE_URL): {first_line}"

@@ -5,10 +5,10 @@ from __future__ import annotations
 from django.contrib import admin
 from django.utils.html import format_html, format_html_join
 
-from assignments.linking import MAX_DEPTH, MAX_IDENTIFIERS
-from assignments.subjects import identifiers_connected
 from core.admin import EstimatedCountPaginator, ExactSearchAdmin, subject_id_html
 from idlinks.models import IdentifierLink
+from idlinks.selectors import identifiers_connected
+from idlinks.walk import MAX_DEPTH, MAX_IDENTIFIERS
 
 
 @admin.register(IdentifierLink)
@@ -39,7 +39,7 @@ class IdentifierLinkAdmin(ExactSearchAdmin):
     def connected_identifiers(self, obj: IdentifierLink) -> str:
         """Everything the link's identifiers resolve to, through any chain of links (both sides
         are in one component, so walking from side a finds side b and beyond)."""
-        result = identifiers_connected(subject_type=obj.subject_type_a, subject_id=obj.subject_id_a)
+        result = identifiers_connected(subject_type_pk=obj.subject_type_a_id, subject_id=obj.subject_id_a)
         items = format_html_join(
             "",
             "<li>{}: {} <small>({} link{} away)</small></li>",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from drf_spectacular.utils import (
     OpenApiExample,
     OpenApiResponse,
@@ -15,14 +17,18 @@ from core.api.fields import StrictStringField, SubjectIdField
 from core.api.schema import TOKEN_PROBLEMS, ProblemDoc, problem_responses
 from core.api.views import JsonApiView, RequestBody
 from core.database import with_live_connection
-from idlinks.services import Identifier, id_link_create
+from idlinks.services import Identifier, SubjectTypesActive, id_link_create
 from tokens.authentication import IsProxyRole
 
 STRICT_MESSAGES = {"required": "is required", "null": "must not be null"}
 
 
 class IdLinkApi(JsonApiView):
+    """POST /id-link. Subject types belong to the app above this one, which serves this view with its
+    own subject_types_active (assignments.api.IdLinkApi)."""
+
     permission_classes = [IsProxyRole]
+    subject_types_active: ClassVar[SubjectTypesActive]
 
     @extend_schema_serializer(component_name="IdLinkRequest")
     class InputSerializer(serializers.Serializer):
@@ -90,9 +96,9 @@ class IdLinkApi(JsonApiView):
     def post(self, request):
         return self.answered(request)
 
-    @staticmethod
-    def answer(data: dict) -> dict:
+    @classmethod
+    def answer(cls, data: dict) -> dict:
         """The answer to a valid request (also core/api/fastpath.py's)."""
         first, second = (Identifier(**item) for item in data["identifiers"])
-        with_live_connection(id_link_create, first=first, second=second)
+        with_live_connection(id_link_create, first=first, second=second, subject_types_active=cls.subject_types_active)
         return {"success": True}

@@ -5,10 +5,10 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator
 
-from assignments.distribution import assignments_distributed
-from assignments.models import SubjectType
 from core.exports import CHUNK_SIZE, time_ordered, timestamp_format
 from idlinks.models import IdentifierLink
+from idlinks.selectors import subject_type_keys
+from idlinks.storage import links_distributed
 
 ID_LINK_COLUMNS = ("subject_type_a", "subject_id_a", "subject_type_b", "subject_id_b", "created_at")
 
@@ -30,15 +30,11 @@ def id_link_rows(
         queryset,
         ("subject_type_a_id", "subject_id_a", "subject_type_b_id", "subject_id_b", "created_at"),
         chunk_size=chunk_size,
-        paged=assignments_distributed(),
+        paged=links_distributed(),
     )
-    type_keys = _type_keys()
+    type_keys = subject_type_keys()
     for type_a, subject_a, type_b, subject_b, created_at in rows:
         if type_a not in type_keys or type_b not in type_keys:
             # Created by an apply after the map was read; subject types are never deleted (PROTECT).
-            type_keys = _type_keys()
+            type_keys = subject_type_keys()
         yield type_keys[type_a], subject_a, type_keys[type_b], subject_b, timestamp_format(created_at)
-
-
-def _type_keys() -> dict[int, str]:
-    return dict(SubjectType.objects.values_list("pk", "key"))

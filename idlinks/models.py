@@ -3,8 +3,9 @@ from __future__ import annotations
 from django.db import models
 from django.utils import timezone
 
-from assignments.models import SubjectType
 from core.api.fields import SUBJECT_ID_MAX_LENGTH, subject_id_isolated
+
+SUBJECT_TYPE = "assignments.SubjectType"
 
 
 class CodePointOrder(models.Func):
@@ -32,10 +33,12 @@ class IdentifierLink(models.Model):
     concurrent identical links (INSERT ... ON CONFLICT DO NOTHING skips the loser).
     """
 
-    # db_index=False: identifierlink_pair_unique and identifierlink_b_lookup lead with these columns.
-    subject_type_a = models.ForeignKey(SubjectType, on_delete=models.PROTECT, related_name="+", db_index=False)
+    # By its label, not an import: the one thing idlinks knows of the app above it is the table of
+    # subject types its identifiers name. db_index=False: identifierlink_pair_unique and
+    # identifierlink_b_lookup lead with these columns.
+    subject_type_a = models.ForeignKey(SUBJECT_TYPE, on_delete=models.PROTECT, related_name="+", db_index=False)
     subject_id_a = models.CharField(max_length=SUBJECT_ID_MAX_LENGTH)
-    subject_type_b = models.ForeignKey(SubjectType, on_delete=models.PROTECT, related_name="+", db_index=False)
+    subject_type_b = models.ForeignKey(SUBJECT_TYPE, on_delete=models.PROTECT, related_name="+", db_index=False)
     subject_id_b = models.CharField(max_length=SUBJECT_ID_MAX_LENGTH)
     created_at = models.DateTimeField(default=timezone.now)
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from django.utils import timezone
 
-from assignments.selectors import subject_types_active
 from idlinks.errors import SelfLink
 from idlinks.storage import id_link_insert
 
@@ -19,12 +20,17 @@ class Identifier:
     subject_id: str
 
 
-def id_link_create(*, first: Identifier, second: Identifier) -> None:
+# {field path: subject type ID} -> {field path: subject type}, raising a problem naming each path whose type
+# does not exist or is archived (assignments.selectors.subject_types_active).
+SubjectTypesActive = Callable[[dict[str, str]], dict[str, Any]]
+
+
+def id_link_create(*, first: Identifier, second: Identifier, subject_types_active: SubjectTypesActive) -> None:
     """Link two identifiers (POST /id-link, docs/reference/api.md); linking a linked pair, in either order,
     changes nothing.
 
-    Both subject types must exist and be active (as this process last saw them, at
-    most SUBJECT_TYPE_CACHE_SECONDS ago). The pair is stored in the
+    Both subject types must exist and be active, as `subject_types_active` finds them:
+    subject types belong to the app above this one, which passes its own. The pair is stored in the
     canonical order of identifierlink_canonical_order, and the insert skips a
     row that identifierlink_pair_unique already holds, so concurrent identical
     requests store one row and none of them fails.

@@ -1,5 +1,5 @@
 """On a database already in the Citus layout, the count triggers' functions as distribute_tables now makes
-them: each connection looks up the counts' shard once and keeps its name (assignments/distribution.py).
+them: each connection looks up the counts' shard once and keeps its name (assignments/citus/table_layout.py).
 
 Elsewhere (PostgreSQL, SQLite, a Citus database not distributed yet) there is nothing to do:
 distribute_tables makes these functions when it distributes the tables. They are today's, imported:
@@ -9,7 +9,8 @@ them, since they count exactly as the ones before did.
 
 from django.db import migrations
 
-from assignments.distribution import CITUS_COUNT_FUNCTIONS, distributed_asked
+from assignments.citus.table_layout import CITUS_COUNT_FUNCTIONS
+from core.citus import distributed_asked
 
 
 def _replace_on_citus(apps, schema_editor):
@@ -17,7 +18,7 @@ def _replace_on_citus(apps, schema_editor):
     if connection.vendor != "postgresql":
         return
     with connection.cursor() as cursor:
-        if not distributed_asked(cursor):
+        if not distributed_asked(cursor, "assignments_assignment"):
             return
         for statement in CITUS_COUNT_FUNCTIONS:
             cursor.execute(statement)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -92,62 +94,91 @@ def database_unavailable_problem(exc: BaseException | None = None):
     )
 
 
-def _permission_denied_detail(exc: Exception) -> str:
+def _permission_denied_detail(exc: exceptions.APIException, context: dict) -> str:
     """The refusing permission's own message (tokens/authentication.py names the role the endpoint needs),
     else the general one: DRF's default detail says nothing a caller could act on."""
-    if isinstance(exc, exceptions.PermissionDenied) and exc.detail != exceptions.PermissionDenied.default_detail:
+    if exc.detail != exceptions.PermissionDenied.default_detail:
         return str(exc.detail)
     return "This token's role may not call this endpoint."
 
 
+def _allow(exc: exceptions.APIException, context: dict) -> dict[str, str] | None:
+    allowed = ", ".join(context["view"].allowed_methods) if context.get("view") else ""
+    return {"Allow": allowed} if allowed else None
+
+
+def _retry_after(exc: exceptions.Throttled, context: dict) -> dict[str, str]:
+    wait = exc.wait if exc.wait is not None else 1
+    return {"Retry-After": str(max(1, int(wait + 0.999)))}
+
+
+def _said(exc: exceptions.APIException, context: dict) -> str:
+    return str(exc.detail)
+
+
+def _fixed(detail: str) -> Callable[[exceptions.APIException, dict], str]:
+    return lambda exc, context: detail
+
+
+@dataclass(frozen=True)
+class Problem:
+    """How one kind of exception is answered: its status, code and title, and its detail and headers made
+    from the exception and the view's context."""
+
+    status: int
+    code: str
+    title: str
+    detail: Callable[[Any, dict], str] = _said
+    headers: Callable[[Any, dict], dict[str, str] | None] = lambda exc, context: None
+
+
+NOT_AUTHENTICATED = Problem(
+    401, "not_authenticated", "Not authenticated", headers=lambda exc, context: {"WWW-Authenticate": "Bearer"}
+)
+
+# DRF's exceptions by class (a subclass is answered as the first class of its MRO found here).
+PROBLEMS: dict[type[exceptions.APIException], Problem] = {
+    exceptions.ParseError: Problem(400, "malformed_json", "Malformed JSON"),
+    exceptions.UnsupportedMediaType: Problem(
+        415,
+        "unsupported_media_type",
+        "Unsupported media type",
+        detail=_fixed("Send the body as JSON with Content-Type: application/json."),
+    ),
+    exceptions.NotAuthenticated: NOT_AUTHENTICATED,
+    exceptions.AuthenticationFailed: NOT_AUTHENTICATED,
+    exceptions.PermissionDenied: Problem(
+        403, "permission_denied", "Permission denied", detail=_permission_denied_detail
+    ),
+    exceptions.NotFound: Problem(404, "not_found", "Not found", detail=_fixed("No such resource.")),
+    exceptions.MethodNotAllowed: Problem(405, "method_not_allowed", "Method not allowed", headers=_allow),
+    exceptions.Throttled: Problem(429, "rate_limited", "Too many requests", headers=_retry_after),
+}
+
+
+def _converted(exc: Exception) -> Exception:
+    """Django's own refusals as DRF's, as DRF's handler converts them, so one table answers both."""
+    if isinstance(exc, Http404):
+        return exceptions.NotFound()
+    if isinstance(exc, DjangoPermissionDenied):
+        return exceptions.PermissionDenied()
+    return exc
+
+
 def problem_exception_handler(exc: Exception, context: dict) -> Any:
+    exc = _converted(exc)
     if isinstance(exc, ProblemError):
         return problem_response(status=exc.status, code=exc.code, title=exc.title, detail=exc.detail, **exc.extra)
     if isinstance(exc, exceptions.ValidationError):
         return validation_problem(exc.detail)
-    if isinstance(exc, exceptions.ParseError):
-        return problem_response(status=400, code="malformed_json", title="Malformed JSON", detail=str(exc.detail))
-    if isinstance(exc, exceptions.UnsupportedMediaType):
+    problem = next((PROBLEMS[cls] for cls in type(exc).__mro__ if cls in PROBLEMS), None)
+    if problem is not None:
         return problem_response(
-            status=415,
-            code="unsupported_media_type",
-            title="Unsupported media type",
-            detail="Send the body as JSON with Content-Type: application/json.",
-        )
-    if isinstance(exc, (exceptions.NotAuthenticated, exceptions.AuthenticationFailed)):
-        return problem_response(
-            status=401,
-            code="not_authenticated",
-            title="Not authenticated",
-            detail=str(exc.detail),
-            headers={"WWW-Authenticate": "Bearer"},
-        )
-    if isinstance(exc, (exceptions.PermissionDenied, DjangoPermissionDenied)):
-        return problem_response(
-            status=403,
-            code="permission_denied",
-            title="Permission denied",
-            detail=_permission_denied_detail(exc),
-        )
-    if isinstance(exc, (exceptions.NotFound, Http404)):
-        return problem_response(status=404, code="not_found", title="Not found", detail="No such resource.")
-    if isinstance(exc, exceptions.MethodNotAllowed):
-        allowed = ", ".join(context["view"].allowed_methods) if context.get("view") else ""
-        return problem_response(
-            status=405,
-            code="method_not_allowed",
-            title="Method not allowed",
-            detail=str(exc.detail),
-            headers={"Allow": allowed} if allowed else None,
-        )
-    if isinstance(exc, exceptions.Throttled):
-        wait = exc.wait if exc.wait is not None else 1
-        return problem_response(
-            status=429,
-            code="rate_limited",
-            title="Too many requests",
-            detail=str(exc.detail),
-            headers={"Retry-After": str(max(1, int(wait + 0.999)))},
+            status=problem.status,
+            code=problem.code,
+            title=problem.title,
+            detail=problem.detail(exc, context),
+            headers=problem.headers(exc, context),
         )
     if is_database_unavailable(exc):
         database_unavailable_log(exc)

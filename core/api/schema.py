@@ -1,5 +1,5 @@
 """The OpenAPI description's shared parts: the Problem body, error responses, /healthz (the
-security schemes are in tokens/authentication.py, the experiment status of a 409 in assignments/schema.py)."""
+security schemes are in tokens/authentication.py, the experiment status of a 409 in assignments/openapi.py)."""
 
 from __future__ import annotations
 

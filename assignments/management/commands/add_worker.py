@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from django.core.management.base import CommandError
 
-from assignments.distribution import NotCitus
-from assignments.nodes import Node, NodeUnusable, StepFailed, worker_add
+from assignments.citus.table_layout import NotCitus
+from assignments.citus.worker_nodes import Node, NodeUnusable, StepFailed, worker_add
 from core.commands import ServiceCommand
 
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 from django.core.management.base import CommandError
 
-from assignments.configuring import Actor, ApplyResult, resources_apply
-from assignments.resources import ResourceInvalid, ResourceProblem, resources_parse
+from assignments.configuration.apply import Actor, ApplyResult, resources_apply
+from assignments.configuration.resources import ResourceInvalid, ResourceProblem, resources_parse
 from core.commands import ServiceCommand
 
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from django.core.management.base import CommandError
 
-from assignments.deleting import DeleteRefused, assignments_delete, delete_check
-from assignments.reports import experiment_assignments_total
+from assignments.console.reports import experiment_assignments_total
+from assignments.data.deleting import DeleteRefused, assignments_delete, delete_check
 from assignments.selectors import experiment_get_ci
 from core.commands import ServiceCommand
 from core.progress import progress_bar

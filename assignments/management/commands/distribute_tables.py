@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.core.management.base import CommandError
 
-from assignments.distribution import SHARD_COUNT_MAX, NotCitus, tables_distribute
+from assignments.citus.table_layout import SHARD_COUNT_MAX, NotCitus, tables_distribute
 from core.commands import ServiceCommand
 
 

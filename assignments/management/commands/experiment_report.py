@@ -4,7 +4,7 @@ import json
 
 from django.core.management.base import CommandError
 
-from assignments.reports import ExperimentReport, experiment_report
+from assignments.console.reports import ExperimentReport, experiment_report
 from assignments.selectors import experiment_get_ci
 from core.commands import DataOutputCommand
 

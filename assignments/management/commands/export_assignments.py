@@ -5,8 +5,8 @@ from pathlib import Path
 
 from django.core.management.base import CommandError
 
-from assignments.exports import ASSIGNMENT_COLUMNS, assignment_rows
-from assignments.reports import experiment_assignments_total
+from assignments.console.reports import experiment_assignments_total
+from assignments.data.exports import ASSIGNMENT_COLUMNS, assignment_rows
 from assignments.selectors import experiment_get_ci
 from core.commands import ExportCommand
 from core.exports import ExportFormat

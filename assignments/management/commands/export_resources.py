@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from assignments.resources import KINDS, resources_export
+from assignments.configuration.export import resources_export
+from assignments.configuration.resources import KINDS
 from core.commands import DataOutputCommand
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.core.management.base import CommandError
 
-from assignments.forcing import ForceRefused, assignments_force
+from assignments.data.forcing import ForceRefused, assignments_force
 from assignments.selectors import experiment_get_ci
 from core.commands import ServiceCommand
 

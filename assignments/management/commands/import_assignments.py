@@ -4,7 +4,7 @@ from pathlib import Path
 
 from django.core.management.base import CommandError
 
-from assignments.importing import ImportInvalid, ImportRefused, assignments_import
+from assignments.data.importing import ImportInvalid, ImportRefused, assignments_import
 from assignments.selectors import experiment_get_ci
 from core.commands import ServiceCommand
 from core.progress import progress_bar

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from django.core.management.base import CommandError
 
-from assignments.history import change_diff, resource_history
-from assignments.resources import KINDS
+from assignments.configuration.history import change_diff, resource_history
+from assignments.configuration.resources import KINDS
 from core.commands import DataOutputCommand
 
 

@@ -1,0 +1,154 @@
+"""The configuration as documents: what export_resources writes, what the history records and what the
+staff pages show, in the form resources.py reads back unchanged."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from assignments.configuration import holdouts, layers
+from assignments.configuration.document_reader import SCHEMA_VERSION
+from assignments.configuration.resources import population_document
+from assignments.models import Experiment, Lab, Layer, SubjectType
+from assignments.slots import ranges_from
+
+
+def _without_version(document: dict) -> dict:
+    document["metadata"].pop("resourceVersion")
+    return document
+
+
+def resource_document(resource: SubjectType | Lab | Layer | Experiment, *, with_version: bool = True) -> dict:
+    """The resource as the document export_resources writes; without its resourceVersion
+    for the history, which records the version beside the document."""
+    if isinstance(resource, SubjectType):
+        document = _subject_type_document(resource)
+    elif isinstance(resource, Lab):
+        document = _lab_document(resource)
+    elif isinstance(resource, Layer):
+        document = layers.layer_document(resource)
+    elif resource.kind == Experiment.Kind.HOLDOUT:
+        document = holdouts.holdout_document(resource)
+    else:
+        document = _experiment_document(resource, holdouts.holdout_keys([resource]).get(resource.pk, []))
+    return document if with_version else _without_version(document)
+
+
+def resource_yaml(document: dict) -> str:
+    return yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
+
+
+def _subject_type_document(subject_type: SubjectType) -> dict:
+    document = {
+        "schemaVersion": SCHEMA_VERSION,
+        "kind": "subjecttype",
+        "metadata": {
+            "id": subject_type.key,
+            "name": subject_type.name,
+            "description": subject_type.description,
+            "status": subject_type.status,
+            "resourceVersion": subject_type.resource_version,
+        },
+    }
+    if subject_type.attributes:
+        document["spec"] = {"attributes": subject_type.attributes}
+    return document
+
+
+def _lab_document(lab: Lab) -> dict:
+    return {
+        "schemaVersion": SCHEMA_VERSION,
+        "kind": "lab",
+        "metadata": {
+            "id": lab.key,
+            "name": lab.name,
+            "description": lab.description,
+            "resourceVersion": lab.resource_version,
+        },
+    }
+
+
+def _experiment_document(experiment: Experiment, holdout_keys: list[str]) -> dict:
+    """`holdout_keys`: the IDs of the holdouts covering it, in order (holdouts.holdout_keys)."""
+    variants = []
+    for variant in experiment.variants.all():
+        item: dict[str, Any] = {"id": variant.key}
+        if variant.name:
+            item["name"] = variant.name
+        if variant.description:
+            item["description"] = variant.description
+        item["control"] = variant.is_control
+        item["split"] = variant.split
+        variants.append(item)
+    spec: dict[str, Any] = {
+        "subjectType": experiment.subject_type.key,
+        "hypothesis": experiment.hypothesis,
+        "salt": experiment.salt,
+    }
+    if experiment.winning_variant is not None:
+        spec["winningVariant"] = experiment.winning_variant.key
+    spec["followLinks"] = experiment.follow_links
+    population = experiment_population(experiment)
+    # The order of the YAML: enrollment, holdouts, layer, targeting, coverage.
+    if "enrollment" in population:
+        spec["enrollment"] = population.pop("enrollment")
+    if holdout_keys:
+        spec["holdouts"] = holdout_keys
+    spec.update(population)
+    spec["variants"] = variants
+    return {
+        "schemaVersion": SCHEMA_VERSION,
+        "kind": "experiment",
+        "metadata": {
+            "id": experiment.key,
+            "name": experiment.name,
+            "description": experiment.description,
+            "status": experiment.status,
+            "parentId": experiment.lab.key,
+            "resourceVersion": experiment.resource_version,
+        },
+        "spec": spec,
+    }
+
+
+def experiment_population(experiment: Experiment) -> dict[str, Any]:
+    """The experiment's gates as its spec holds them (and its current cohort records them)."""
+    return population_document(
+        start_at=experiment.enrollment_start_at,
+        stop_at=experiment.enrollment_stop_at,
+        layer=None if experiment.layer_id is None else (experiment.layer.key, ranges_from(experiment.slots)),
+        targeting=experiment.targeting,
+        coverage=experiment.coverage,
+    )
+
+
+def resources_export(*, kind: str | None = None) -> str:
+    """The configuration as YAML that resources_parse and resources_apply accept unchanged."""
+    documents: list[dict] = []
+    if kind in (None, "subjecttype"):
+        documents += [_subject_type_document(s) for s in SubjectType.objects.order_by("key")]
+    if kind in (None, "lab"):
+        documents += [_lab_document(lab) for lab in Lab.objects.order_by("key")]
+    if kind in (None, "layer"):
+        documents += [
+            layers.layer_document(layer) for layer in Layer.objects.select_related("subject_type").order_by("key")
+        ]
+    if kind in (None, "holdout"):
+        stored = (
+            Experiment.objects.filter(kind=Experiment.Kind.HOLDOUT)
+            .select_related("subject_type")
+            .prefetch_related("variants")
+            .order_by("key")
+        )
+        documents += [holdouts.holdout_document(holdout) for holdout in stored]
+    if kind in (None, "experiment"):
+        experiments = (
+            Experiment.objects.filter(kind=Experiment.Kind.EXPERIMENT)
+            .select_related("lab", "subject_type", "winning_variant", "layer")
+            .prefetch_related("variants")
+            .order_by("key")
+        )
+        keys = holdouts.holdout_keys(experiments)
+        documents += [_experiment_document(experiment, keys.get(experiment.pk, [])) for experiment in experiments]
+    return yaml.safe_dump_all(documents, sort_keys=False, allow_unicode=True, explicit_start=True)
