@@ -198,6 +198,12 @@ def assignments_insert(
 # link walk of idlinks (idlinks/storage.py), in the same statement as the assignments that the
 # identifiers it reached have in the experiments that follow links, each of those of that
 # experiment's subject type (`following`). A batch costs one statement whatever its links.
+ASSIGNMENTS_REACHED = """UNION ALL
+SELECT r.type_id, r.subject_id, NULL, NULL, a.experiment_id, a.variant_id, a.created_at
+FROM reached r
+JOIN following f ON f.type_id = r.type_id
+JOIN assignments_assignment a ON a.experiment_id = f.experiment_id AND a.subject_id = r.subject_id"""
+
 POSTGRES_LINK_GRAPH = link_walk_sql(
     "postgresql",
     ctes=""", following AS (
@@ -205,11 +211,7 @@ POSTGRES_LINK_GRAPH = link_walk_sql(
     FROM json_array_elements(%(following)s::json) AS f(item)
 )""",
     padding=", NULL::bigint, NULL::bigint, NULL::timestamptz",
-    union="""UNION ALL
-SELECT r.type_id, r.subject_id, NULL, NULL, a.experiment_id, a.variant_id, a.created_at
-FROM reached r
-JOIN following f ON f.type_id = r.type_id
-JOIN assignments_assignment a ON a.experiment_id = f.experiment_id AND a.subject_id = r.subject_id""",
+    union=ASSIGNMENTS_REACHED,
 )
 
 SQLITE_LINK_GRAPH = link_walk_sql(
@@ -218,11 +220,7 @@ SQLITE_LINK_GRAPH = link_walk_sql(
     SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(%(following)s)
 )""",
     padding=", NULL, NULL, NULL",
-    union="""UNION ALL
-SELECT r.type_id, r.subject_id, NULL, NULL, a.experiment_id, a.variant_id, a.created_at
-FROM reached r
-JOIN following f ON f.type_id = r.type_id
-JOIN assignments_assignment a ON a.experiment_id = f.experiment_id AND a.subject_id = r.subject_id""",
+    union=ASSIGNMENTS_REACHED,
 )
 
 # On Citus the walk is idlinks' level by level (citus_links_within), then one statement for the assignments.

@@ -204,7 +204,28 @@ class Reader:
         return value
 
 
-def read_metadata(reader: Reader, document: dict, allowed: set[str]) -> tuple[dict, str | None, str, str, int | None]:
+def document_of(kind: str, resource, *, spec: dict | None = None, **metadata: Any) -> dict:
+    """A stored resource as its document: its identity, then `metadata`'s fields (status, parentId), then its
+    resourceVersion, in the order the export writes them; `spec` where it has one."""
+    document = {
+        "schemaVersion": SCHEMA_VERSION,
+        "kind": kind,
+        "metadata": {
+            "id": resource.key,
+            "name": resource.name,
+            "description": resource.description,
+            **metadata,
+            "resourceVersion": resource.resource_version,
+        },
+    }
+    if spec is not None:
+        document["spec"] = spec
+    return document
+
+
+def read_metadata(reader: Reader, document: dict, allowed: set[str]) -> tuple[dict, dict[str, Any]]:
+    """The document's metadata mapping, and what every kind's spec takes from it: source, key, name,
+    description and version, as keyword arguments."""
     metadata = reader.mapping(document.get("metadata"), "metadata", allowed)
     key = reader.resource_id(metadata, "id", "metadata")
     name = reader.text(metadata, "name", "metadata", default=key or "") or key or ""
@@ -215,4 +236,5 @@ def read_metadata(reader: Reader, document: dict, allowed: set[str]) -> tuple[di
     if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
         reader.error("metadata.resourceVersion", "must be a positive integer")
         version = None
-    return metadata, key, name, description, version
+    identity = {"source": reader.source, "key": key, "name": name, "description": description, "version": version}
+    return metadata, identity

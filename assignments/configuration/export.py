@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from assignments.configuration import holdouts, layers
-from assignments.configuration.document_reader import SCHEMA_VERSION
+from assignments.configuration.document_reader import document_of
 from assignments.configuration.resources import population_document
 from assignments.models import Experiment, Lab, Layer, SubjectType
 from assignments.slots import ranges_from
@@ -40,33 +40,12 @@ def resource_yaml(document: dict) -> str:
 
 
 def _subject_type_document(subject_type: SubjectType) -> dict:
-    document = {
-        "schemaVersion": SCHEMA_VERSION,
-        "kind": "subjecttype",
-        "metadata": {
-            "id": subject_type.key,
-            "name": subject_type.name,
-            "description": subject_type.description,
-            "status": subject_type.status,
-            "resourceVersion": subject_type.resource_version,
-        },
-    }
-    if subject_type.attributes:
-        document["spec"] = {"attributes": subject_type.attributes}
-    return document
+    spec = {"attributes": subject_type.attributes} if subject_type.attributes else None
+    return document_of("subjecttype", subject_type, spec=spec, status=subject_type.status)
 
 
 def _lab_document(lab: Lab) -> dict:
-    return {
-        "schemaVersion": SCHEMA_VERSION,
-        "kind": "lab",
-        "metadata": {
-            "id": lab.key,
-            "name": lab.name,
-            "description": lab.description,
-            "resourceVersion": lab.resource_version,
-        },
-    }
+    return document_of("lab", lab)
 
 
 def _experiment_document(experiment: Experiment, holdout_keys: list[str]) -> dict:
@@ -97,19 +76,7 @@ def _experiment_document(experiment: Experiment, holdout_keys: list[str]) -> dic
         spec["holdouts"] = holdout_keys
     spec.update(population)
     spec["variants"] = variants
-    return {
-        "schemaVersion": SCHEMA_VERSION,
-        "kind": "experiment",
-        "metadata": {
-            "id": experiment.key,
-            "name": experiment.name,
-            "description": experiment.description,
-            "status": experiment.status,
-            "parentId": experiment.lab.key,
-            "resourceVersion": experiment.resource_version,
-        },
-        "spec": spec,
-    }
+    return document_of("experiment", experiment, spec=spec, status=experiment.status, parentId=experiment.lab.key)
 
 
 def experiment_population(experiment: Experiment) -> dict[str, Any]:

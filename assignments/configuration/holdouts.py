@@ -26,12 +26,12 @@ from assignments.configuration.apply_writes import (
     variants_write,
 )
 from assignments.configuration.document_reader import (
-    SCHEMA_VERSION,
     Reader,
     ResourceInvalid,
     ResourceProblem,
     Source,
     VariantSpec,
+    document_of,
     read_metadata,
     resource_where,
 )
@@ -80,7 +80,7 @@ class HoldoutSpec(Salted):
 
 
 def holdout_read(reader: Reader, document: dict) -> HoldoutSpec | None:
-    metadata, key, name, description, version = read_metadata(reader, document, METADATA_FIELDS)
+    metadata, identity = read_metadata(reader, document, METADATA_FIELDS)
     status = reader.choice(metadata, "status", "metadata", STATUSES, Experiment.Status.DRAFT)
     spec = reader.mapping(document.get("spec"), "spec", SPEC_FIELDS)
     subject_type = reader.resource_id(spec, "subjectType", "spec")
@@ -91,18 +91,7 @@ def holdout_read(reader: Reader, document: dict) -> HoldoutSpec | None:
     scope = _scope_read(reader, spec.get("scope"))
     if reader.errors:
         return None
-    return HoldoutSpec(
-        source=reader.source,
-        key=key,
-        name=name,
-        description=description,
-        status=status,
-        subject_type=subject_type,
-        share=float(share),
-        salt=salt,
-        scope=scope,
-        version=version,
-    )
+    return HoldoutSpec(**identity, status=status, subject_type=subject_type, share=float(share), salt=salt, scope=scope)
 
 
 def _scope_read(reader: Reader, value: Any) -> str | dict[str, list[str]] | None:
@@ -122,18 +111,7 @@ def holdout_document(holdout: Experiment) -> dict:
     spec: dict[str, Any] = {"subjectType": holdout.subject_type.key, "share": _share(holdout), "salt": holdout.salt}
     if holdout.scope is not None:
         spec["scope"] = holdout.scope
-    return {
-        "schemaVersion": SCHEMA_VERSION,
-        "kind": "holdout",
-        "metadata": {
-            "id": holdout.key,
-            "name": holdout.name,
-            "description": holdout.description,
-            "status": holdout.status,
-            "resourceVersion": holdout.resource_version,
-        },
-        "spec": spec,
-    }
+    return document_of("holdout", holdout, spec=spec, status=holdout.status)
 
 
 def _share(holdout: Experiment) -> float:

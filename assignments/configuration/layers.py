@@ -18,11 +18,11 @@ from django.db.models.functions import Lower
 
 from assignments.configuration.apply_writes import model_update
 from assignments.configuration.document_reader import (
-    SCHEMA_VERSION,
     Reader,
     ResourceInvalid,
     ResourceProblem,
     Source,
+    document_of,
     read_metadata,
     resource_where,
 )
@@ -68,21 +68,13 @@ def ranges_text(slots: Ranges) -> str:
 
 
 def layer_read(reader: Reader, document: dict) -> LayerSpec | None:
-    _, key, name, description, version = read_metadata(reader, document, METADATA_FIELDS)
+    _, identity = read_metadata(reader, document, METADATA_FIELDS)
     spec = reader.mapping(document.get("spec"), "spec", SPEC_FIELDS)
     subject_type = reader.resource_id(spec, "subjectType", "spec")
     salt = reader.salt(spec, "spec")
     if reader.errors:
         return None
-    return LayerSpec(
-        source=reader.source,
-        key=key,
-        name=name,
-        description=description,
-        subject_type=subject_type,
-        salt=salt,
-        version=version,
-    )
+    return LayerSpec(**identity, subject_type=subject_type, salt=salt)
 
 
 def placement_read(reader: Reader, value: Any) -> Placement | None:
@@ -108,17 +100,7 @@ def placement_read(reader: Reader, value: Any) -> Placement | None:
 
 
 def layer_document(layer: Layer) -> dict:
-    return {
-        "schemaVersion": SCHEMA_VERSION,
-        "kind": "layer",
-        "metadata": {
-            "id": layer.key,
-            "name": layer.name,
-            "description": layer.description,
-            "resourceVersion": layer.resource_version,
-        },
-        "spec": {"subjectType": layer.subject_type.key, "salt": layer.salt},
-    }
+    return document_of("layer", layer, spec={"subjectType": layer.subject_type.key, "salt": layer.salt})
 
 
 def layer_apply(spec: LayerSpec) -> str:

@@ -389,7 +389,7 @@ def _read_coverage(reader: Reader, value: Any) -> float:
 
 
 def _read_experiment(reader: Reader, document: dict) -> ExperimentSpec | None:
-    metadata, key, name, description, version = read_metadata(reader, document, METADATA_FIELDS["experiment"])
+    metadata, identity = read_metadata(reader, document, METADATA_FIELDS["experiment"])
     status = reader.choice(metadata, "status", "metadata", Experiment.Status.values, Experiment.Status.DRAFT)
     lab = reader.resource_id(metadata, "parentId", "metadata", default=DEFAULT_LAB_ID)
     spec = reader.mapping(document.get("spec"), "spec", EXPERIMENT_SPEC_FIELDS)
@@ -419,10 +419,7 @@ def _read_experiment(reader: Reader, document: dict) -> ExperimentSpec | None:
     if reader.errors:
         return None
     return ExperimentSpec(
-        source=reader.source,
-        key=key,
-        name=name,
-        description=description,
+        **identity,
         status=status,
         lab=lab,
         subject_type=subject_type,
@@ -437,7 +434,6 @@ def _read_experiment(reader: Reader, document: dict) -> ExperimentSpec | None:
         coverage=coverage,
         layer=placement,
         holdouts=listed_holdouts,
-        version=version,
     )
 
 
@@ -462,25 +458,17 @@ def _read_document(reader: Reader, document: Any) -> ResourceSpec | None:
         return holdouts.holdout_read(reader, document)
     if "spec" in document and kind != "subjecttype":
         reader.error("spec", f"a {kind} has no spec")
-    metadata, key, name, description, version = read_metadata(reader, document, METADATA_FIELDS[kind])
+    metadata, identity = read_metadata(reader, document, METADATA_FIELDS[kind])
     if kind == "subjecttype":
         status = reader.choice(metadata, "status", "metadata", SubjectType.Status.values, SubjectType.Status.ACTIVE)
         spec = reader.mapping(document.get("spec", {}), "spec", SUBJECT_TYPE_SPEC_FIELDS)
         attributes = _read_attributes(reader, spec.get("attributes"))
         if reader.errors:
             return None
-        return SubjectTypeSpec(
-            source=reader.source,
-            key=key,
-            name=name,
-            description=description,
-            status=status,
-            attributes=attributes,
-            version=version,
-        )
+        return SubjectTypeSpec(**identity, status=status, attributes=attributes)
     if reader.errors:
         return None
-    return LabSpec(source=reader.source, key=key, name=name, description=description, version=version)
+    return LabSpec(**identity)
 
 
 def resources_parse(text: str, *, file: str) -> list[ResourceSpec]:
