@@ -83,8 +83,11 @@ def streaming_read() -> Iterator[None]:
         yield
 
 
-def time_ordered(queryset, fields: Sequence[str], *, chunk_size: int, paged: bool) -> Iterator[tuple]:
-    """`fields` of the queryset's rows in (created_at, id) order, read chunk by chunk.
+def time_ordered(
+    queryset, fields: Sequence[str], *, chunk_size: int, paged: bool, since: dt.datetime | None = None
+) -> Iterator[tuple]:
+    """`fields` of the queryset's rows created at or after `since` (all with None), in (created_at, id)
+    order, read chunk by chunk.
 
     By default through a server-side cursor, which streams (see streaming_read).
     `paged` (Citus) reads page after page from where the last ended instead: a
@@ -93,6 +96,8 @@ def time_ordered(queryset, fields: Sequence[str], *, chunk_size: int, paged: boo
     its next `chunk_size` rows in index order, so the coordinator merges at most
     a page per shard whatever the table's size.
     """
+    if since is not None:
+        queryset = queryset.filter(created_at__gte=since)
     ordered = queryset.order_by("created_at", "id")
     if not paged:
         yield from ordered.values_list(*fields).iterator(chunk_size=chunk_size)

@@ -23,12 +23,10 @@ def id_link_rows(
     last created_at it saw (--since is inclusive). A link is stored once, in
     canonical order (see IdentifierLink), so side a and side b are as stored.
     """
-    queryset = IdentifierLink.objects.all()
-    if since is not None:
-        queryset = queryset.filter(created_at__gte=since)
     rows = time_ordered(
-        queryset,
+        IdentifierLink.objects.all(),
         ("subject_type_a_id", "subject_id_a", "subject_type_b_id", "subject_id_b", "created_at"),
+        since=since,
         chunk_size=chunk_size,
         paged=links_distributed(),
     )

@@ -34,6 +34,17 @@ def subject_type_problems(name: str, where: str) -> tuple[SubjectType | None, li
     return subject_type, []
 
 
+def group_values(spec, subject_type: SubjectType) -> dict[str, object]:
+    """The stored fields a holdout and a layer take alike from their documents."""
+    return {
+        "key": spec.key,
+        "name": spec.name,
+        "description": spec.description,
+        "subject_type_id": subject_type.pk,
+        "salt": spec.effective_salt,
+    }
+
+
 def members_problems(
     spec,
     group: Experiment | Layer,

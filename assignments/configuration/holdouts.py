@@ -35,7 +35,12 @@ from assignments.configuration.document_reader import (
     read_metadata,
     resource_where,
 )
-from assignments.configuration.experiment_groups import Salted, members_problems, subject_type_problems
+from assignments.configuration.experiment_groups import (
+    Salted,
+    group_values,
+    members_problems,
+    subject_type_problems,
+)
 from assignments.configuration.salts import salt_problems
 from assignments.models import DEFAULT_LAB_ID, Cohort, Experiment, ExperimentHoldout, SubjectType
 
@@ -132,15 +137,7 @@ def holdout_apply(spec: HoldoutSpec) -> str:
         problems += _change_problems(holdout, spec, subject_type, where)
     if problems:
         raise ResourceInvalid(problems)
-    values = {
-        "key": spec.key,
-        "name": spec.name,
-        "description": spec.description,
-        "subject_type_id": subject_type.pk,
-        "salt": spec.effective_salt,
-        "status": spec.status,
-        "scope": spec.scope,
-    }
+    values = {**group_values(spec, subject_type), "status": spec.status, "scope": spec.scope}
     if holdout is None:
         holdout = Experiment.objects.create(kind=Experiment.Kind.HOLDOUT, lab=lab_get_ci(DEFAULT_LAB_ID), **values)
         variants_write(holdout, spec.variants())

@@ -26,7 +26,12 @@ from assignments.configuration.document_reader import (
     read_metadata,
     resource_where,
 )
-from assignments.configuration.experiment_groups import Salted, members_problems, subject_type_problems
+from assignments.configuration.experiment_groups import (
+    Salted,
+    group_values,
+    members_problems,
+    subject_type_problems,
+)
 from assignments.configuration.salts import salt_problems
 from assignments.models import Assignment, Experiment, Layer, SubjectType
 from assignments.slots import Ranges, grows, overlap, ranges_from, ranges_problems
@@ -120,13 +125,7 @@ def layer_apply(spec: LayerSpec) -> str:
         problems.append(ResourceProblem(where, "spec.salt", message))
     if problems:
         raise ResourceInvalid(problems)
-    values = {
-        "key": spec.key,
-        "name": spec.name,
-        "description": spec.description,
-        "subject_type_id": subject_type.pk,
-        "salt": spec.effective_salt,
-    }
+    values = group_values(spec, subject_type)
     if layer is None:
         Layer.objects.create(**values)
         return "created"

@@ -21,12 +21,10 @@ def assignment_rows(
     breaks the ties of a batch stored with one timestamp, so the order is stable.
     Call inside streaming_read().
     """
-    queryset = Assignment.objects.filter(experiment=experiment)
-    if since is not None:
-        queryset = queryset.filter(created_at__gte=since)
     rows = time_ordered(
-        queryset,
+        Assignment.objects.filter(experiment=experiment),
         ("subject_id", "variant_id", "cohort", "created_at", "source"),
+        since=since,
         chunk_size=chunk_size,
         paged=assignments_distributed(),
     )

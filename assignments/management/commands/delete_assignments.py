@@ -4,7 +4,7 @@ from django.core.management.base import CommandError
 
 from assignments.console.reports import experiment_assignments_total
 from assignments.data.deleting import DeleteRefused, assignments_delete, delete_check
-from assignments.selectors import experiment_get_ci
+from assignments.management.experiments import experiment_argument, experiment_named
 from core.commands import ServiceCommand
 from core.progress import progress_bar
 
@@ -16,13 +16,11 @@ class Command(ServiceCommand):
     )
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--experiment", required=True, metavar="ID", help="experiment ID (any case)")
+        experiment_argument(parser)
         parser.add_argument("--yes", action="store_true", help="really delete (without it nothing is deleted)")
 
     def handle(self, *args, experiment: str, yes: bool, **options) -> None:
-        found = experiment_get_ci(experiment_id=experiment)
-        if found is None:
-            raise CommandError(f"no experiment has the ID {experiment!r}")
+        found = experiment_named(experiment)
         try:
             delete_check(experiment=found)
             stored = experiment_assignments_total(found)

@@ -2,10 +2,8 @@ from __future__ import annotations
 
 import json
 
-from django.core.management.base import CommandError
-
 from assignments.console.reports import ExperimentReport, experiment_report
-from assignments.selectors import experiment_get_ci
+from assignments.management.experiments import experiment_argument, experiment_named
 from core.commands import DataOutputCommand
 
 TABLE_COLUMNS = ("cohort", "variant", "assignments", "expected", "observed", "srm p-value")
@@ -20,15 +18,13 @@ class Command(DataOutputCommand):
     )
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("experiment", metavar="ID", help="experiment ID (any case)")
+        experiment_argument(parser, flag=None)
         parser.add_argument(
             "--format", choices=("table", "json"), default="table", help="an aligned table (default) or JSON"
         )
 
     def handle(self, *args, experiment: str, format: str, **options) -> None:
-        found = experiment_get_ci(experiment_id=experiment)
-        if found is None:
-            raise CommandError(f"no experiment has the ID {experiment!r}")
+        found = experiment_named(experiment)
         report = experiment_report(found)
         if format == "json":
             self.stdout.write(json.dumps(report.as_json(), ensure_ascii=False, allow_nan=False, indent=2))

@@ -3,11 +3,9 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from django.core.management.base import CommandError
-
 from assignments.console.reports import experiment_assignments_total
 from assignments.data.exports import ASSIGNMENT_COLUMNS, assignment_rows
-from assignments.selectors import experiment_get_ci
+from assignments.management.experiments import experiment_argument, experiment_named
 from core.commands import ExportCommand
 from core.exports import ExportFormat
 
@@ -19,7 +17,7 @@ class Command(ExportCommand):
     )
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--experiment", required=True, metavar="ID", help="experiment ID (any case)")
+        experiment_argument(parser)
         self.add_export_arguments(
             parser,
             since_help="only assignments made at or after this time, e.g. 2026-11-01 or 2026-11-01T10:00:00Z "
@@ -36,9 +34,7 @@ class Command(ExportCommand):
         spreadsheet_safe: bool,
         **options,
     ) -> None:
-        found = experiment_get_ci(experiment_id=experiment)
-        if found is None:
-            raise CommandError(f"no experiment has the ID {experiment!r}")
+        found = experiment_named(experiment)
         count = self.export(
             rows=lambda: assignment_rows(experiment=found, since=since),
             columns=ASSIGNMENT_COLUMNS,

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.core.management.base import CommandError
 
 from assignments.data.forcing import ForceRefused, assignments_force
-from assignments.selectors import experiment_get_ci
+from assignments.management.experiments import experiment_argument, experiment_named
 from core.commands import ServiceCommand
 
 
@@ -15,7 +15,7 @@ class Command(ServiceCommand):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("subject_ids", nargs="+", metavar="SUBJECT_ID", help="subject IDs, exact")
-        parser.add_argument("--experiment", required=True, metavar="ID", help="experiment ID (any case)")
+        experiment_argument(parser)
         parser.add_argument("--variant", required=True, metavar="VARIANT", help="variant ID (any case)")
         parser.add_argument("--reason", default="", metavar="TEXT", help="why, kept with each forced assignment")
         parser.add_argument(
@@ -25,9 +25,7 @@ class Command(ServiceCommand):
     def handle(
         self, *args, subject_ids: list[str], experiment: str, variant: str, reason: str, replace: bool, **options
     ) -> None:
-        found = experiment_get_ci(experiment_id=experiment)
-        if found is None:
-            raise CommandError(f"no experiment has the ID {experiment!r}")
+        found = experiment_named(experiment)
         try:
             result = assignments_force(
                 experiment=found, variant_id=variant, subject_ids=subject_ids, reason=reason, replace=replace

@@ -5,7 +5,7 @@ from pathlib import Path
 from django.core.management.base import CommandError
 
 from assignments.data.importing import ImportInvalid, ImportRefused, assignments_import
-from assignments.selectors import experiment_get_ci
+from assignments.management.experiments import experiment_argument, experiment_named
 from core.commands import ServiceCommand
 from core.progress import progress_bar
 
@@ -19,7 +19,7 @@ class Command(ServiceCommand):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("file", type=Path, metavar="FILE", help="CSV file, UTF-8")
-        parser.add_argument("--experiment", required=True, metavar="ID", help="experiment ID (any case)")
+        experiment_argument(parser)
         parser.add_argument(
             "--atomic",
             action="store_true",
@@ -28,9 +28,7 @@ class Command(ServiceCommand):
         )
 
     def handle(self, *args, file: Path, experiment: str, atomic: bool, **options) -> None:
-        found = experiment_get_ci(experiment_id=experiment)
-        if found is None:
-            raise CommandError(f"no experiment has the ID {experiment!r}")
+        found = experiment_named(experiment)
         try:
             with progress_bar(total=None, unit="rows", description="importing") as bar:
 
