@@ -13,9 +13,11 @@ from django.test.utils import CaptureQueriesContext
 
 from assignments.assigning import assign_subject, assign_subjects
 from assignments.models import Experiment, Variant
+from assignments.selectors import subject_types_active
 from core.database import PREPARE_MIN_TABLE_BYTES, request_timeouts_apply, with_live_connection
 from idlinks.services import Identifier, id_link_create
 from tests.helpers.database import database_options_kept, database_unreachable
+from tests.helpers.processes import manage_run
 
 pytestmark = pytest.mark.postgres
 
@@ -205,7 +207,7 @@ def test_statements__link_insert_on_an_empty_table__prepared(unanalysed_assignme
     )
 
     # When
-    id_link_create(first=user, second=cookie)
+    id_link_create(first=user, second=cookie, subject_types_active=subject_types_active)
 
     # Then
     assert any(
@@ -285,3 +287,35 @@ def test_test_process__connections_carry_no_web_server_timeouts(db):
     with connection.cursor() as cursor:
         cursor.execute("SELECT current_setting('statement_timeout'), current_setting('lock_timeout')")
         assert cursor.fetchone() == ("0", "0")
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("postgres://root@127.0.0.1:5432/no_such_database_here", 'database "no_such_database_here" does not exist'),
+        ("postgres://root@127.0.0.1:9/service", "Connection refused"),
+    ],
+    ids=["missing-database", "unreachable-server"],
+)
+def test_migrate__database_it_cannot_use__one_line_naming_it_and_exit_1(url, said):
+    # Given a DATABASE_URL whose database does not exist, or whose server does not answer
+    # When migrate runs against it, as a first deployment does
+    result = manage_run("migrate", env={"DATABASE_URL": url, "SECRET_KEY": "command-tests"})
+
+    # Then it says so in one line that names the database and the driver's reason, and fails
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("error: cannot use the database ")
+    assert url.rsplit("/", 1)[1] in result.stderr and said in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_migrate__traceback_asked__the_whole_traceback():
+    result = manage_run(
+        "migrate",
+        "--traceback",
+        env={"DATABASE_URL": "postgres://root@127.0.0.1:5432/no_such_database_here", "SECRET_KEY": "command-tests"},
+    )
+
+    assert result.returncode == 1
+    assert "Traceback (most recent call last)" in result.stderr
