@@ -1,4 +1,4 @@
-"""The writes every kind's apply shares (configuring.py, holdouts.py, layers.py): compare, update, variants, cohorts."""
+"""The writes every kind's apply shares (apply.py, holdouts.py, layers.py): compare, update, variants, cohorts."""
 
 from __future__ import annotations
 

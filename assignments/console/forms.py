@@ -3,7 +3,7 @@
 A form holds declared fields only (Meta.exclude names every model field), so Django
 never writes them into the model instance or validates the model itself. Instead the cleaned
 data becomes the same document a YAML file holds, which goes through
-resources.resource_read and configuring.resources_apply, exactly as
+resources.resource_read and configuration/apply.resources_apply, exactly as
 apply_resources does; each ResourceProblem comes back as an error on the field
 its path names. The apply runs inside the admin's own transaction (changeform_view
 is atomic), so a save is one transaction from validation to history entry.
