@@ -224,7 +224,8 @@ Clause = Condition | AnyOf
 
 def condition_from(document: Mapping[str, Any], attribute_type: str) -> Condition:
     """A condition of a targeting document (`{attribute: NAME, OPERATOR: VALUE}`) ready to evaluate,
-    for an attribute of the given type; the document has been validated (configuration/resources.py, configuration/apply.py)."""
+    for an attribute of the given type; the document has been validated (configuration/resources.py and
+    configuration/apply.py)."""
     (operator,) = (name for name in document if name != "attribute")
     value = document[operator]
     if operator in LIST_OPERATORS:
