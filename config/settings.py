@@ -38,7 +38,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     if not env_bool("DATABASE_JIT", False):
         # Every statement of the service is short and planned in a millisecond, but the planner's
         # estimate for the recursive link walk crosses jit_above_cost once identifiers have a few
-        # links each, and compiling it took 0.6 s of database CPU per request (docs/explanation/security.md).
+        # links each, and compiling it took 0.6 s of database CPU per request (docs/explanation/following-links.md).
         # A startup option: no round trip. Behind a pooler that refuses it, the role carries it.
         options = DATABASES["default"]["OPTIONS"].get("options", "")
         DATABASES["default"]["OPTIONS"]["options"] = f"{options} -c jit=off".strip()
@@ -155,7 +155,7 @@ NOT_FOR_API = {
 }
 API_MIDDLEWARE = [entry for entry in MIDDLEWARE if entry not in NOT_FOR_API]
 
-# Staff accounts (docs/how-to/staff-console.md#staff-accounts). Django's four password rules, 12 characters at least:
+# Staff accounts (docs/how-to/staff-accounts.md). Django's four password rules, 12 characters at least:
 # these accounts can change every experiment and mint API tokens.
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -85,7 +85,7 @@ class _PreparingCursor(DjangoServerBindingCursor):
     """Parameters bound by the server, and every statement prepared on the first run.
 
     Preparing saves PostgreSQL parsing and planning the hot path's statements
-    on every request, about half of their server time (docs/explanation/performance.md).
+    on every request, about half of their server time (bench/results/prepared.md).
     """
 
     def execute(self, query, params=None, *, prepare=True, binary=None):

@@ -5,7 +5,7 @@ whichever worker's main thread calls accept first. A keep-alive connection (the
 proxy's upstream pool, a load generator's) then stays with that worker for its
 life, so the race at connection time decides how the load is split for minutes:
 16 connections over two workers were seen split 13/3, 14/2 and 16/0, a core
-idle and the busy worker's answers twice as slow (docs/explanation/performance.md,
+idle and the busy worker's answers twice as slow (bench/results/summary.md,
 "Connections and workers"). With these counts a worker leaves a new connection
 to one that holds fewer (deploy/workers.py).
 

@@ -21,7 +21,7 @@ bind = env_str("GUNICORN_BIND", "127.0.0.1:8000")
 # One process per core (at least two, so a recycled or crashed worker never leaves none):
 # the threads already overlap the waits for PostgreSQL, and more processes than cores
 # only contend for them. Measured on 2 cores: 2 workers x 4 threads served 1.3 to 2 times
-# the requests of 5 x 4, with a lower p99 (docs/explanation/performance.md).
+# the requests of 5 x 4, with a lower p99 (bench/results/summary.md).
 workers = env_int("GUNICORN_WORKERS", max(2, os.cpu_count() or 1), minimum=1, maximum=256)
 # gthread, with threads kept for /healthz and gunicorn's own errors as problem+json (deploy/workers.py).
 worker_class = env_str("GUNICORN_WORKER_CLASS", "deploy.workers.ServiceWorker")
@@ -64,7 +64,7 @@ forwarder_headers = ""
 # Off unless GUNICORN_ACCESS_LOG=true: the proxy in front (deploy/proxy/) logs every request,
 # with its status and time, the service writes a line per request of its own (core/middleware/requestlog.py),
 # and gunicorn's line for the same request took about 10% of a worker's CPU on one-subject requests
-# (docs/explanation/performance.md).
+# (bench/results/summary.md).
 accesslog = "-" if env_bool("GUNICORN_ACCESS_LOG", False) else None
 errorlog = "-"
 # The client address the proxy saw is in X-Forwarded-For; tokens and bodies are never logged.

@@ -19,7 +19,7 @@ MAX_DEPTH = 4
 MAX_IDENTIFIERS = 1000
 # Links read per identifier and side: one identifier with a million links costs a bounded read.
 FANOUT = MAX_IDENTIFIERS
-# A request's whole share of the link graph. Measured on PostgreSQL (docs/explanation/following-links.md),
+# A request's whole share of the link graph. Measured on PostgreSQL (bench/results/summary.md),
 # 180,000 rows took the statement 0.6 s and the walk 0.2 s, and a neighbour visit 0.3 µs:
 # at these bounds the in-memory part stays well under a second, whatever the links.
 MAX_LINK_ROWS = 200_000

@@ -2,5 +2,5 @@
 
 The rules and the lockout are settings (config/settings.py: AUTH_PASSWORD_VALIDATORS, AXES_*);
 this app holds what settings cannot say: the lockout page, and a createsuperuser that applies the
-rules when the password comes from the environment. docs/how-to/staff-console.md#staff-accounts describes both.
+rules when the password comes from the environment. docs/how-to/staff-accounts.md describes both.
 """
