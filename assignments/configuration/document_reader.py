@@ -84,6 +84,17 @@ class ResourceInvalid(Exception):
         return [str(problem) for problem in self.problems]
 
 
+def _numeric_text(value: Any) -> bool:
+    """A string that YAML would read as a number without its quotes."""
+    if not isinstance(value, str):
+        return False
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
+
+
 def given_text(value: Any) -> str:
     """A value from a YAML document as an error names it."""
     if isinstance(value, bool):
@@ -113,9 +124,7 @@ class Reader:
         if value is None:
             self.error(path, f"is required: {wanted}")
             return
-        fix = ""
-        if isinstance(value, str) and wanted.startswith(("a number", "a list")):
-            fix = " (leave the quotes off in YAML)"
+        fix = " (leave the quotes off in YAML)" if wanted.startswith("a number") and _numeric_text(value) else ""
         self.error(path, f"must be {wanted}, not {given_text(value)}{fix}")
 
     def mapping(self, value: Any, path: str, allowed: set[str]) -> dict[str, Any]:

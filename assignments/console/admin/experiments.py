@@ -14,7 +14,7 @@ from django.utils.html import format_html_join
 from assignments.configuration.export import experiment_population
 from assignments.configuration.holdouts import holdouts_stored
 from assignments.console.admin.lifecycle import TRANSITIONS, LifecycleAdmin, health_context
-from assignments.console.forms import ExperimentForm, TrySubjectForm, VariantForm, VariantFormSet
+from assignments.console.forms.experiments import ExperimentForm, TrySubjectForm, VariantForm, VariantFormSet
 from assignments.console.population_text import population_text
 from assignments.console.previews import subject_preview
 from assignments.models import Cohort, Experiment, Variant

@@ -8,7 +8,7 @@ from django.db.models import OuterRef, Subquery
 
 from assignments.configuration.holdouts import SCOPE_ALL, STATUSES
 from assignments.console.admin.lifecycle import LifecycleAdmin, health_context
-from assignments.console.forms import HoldoutForm
+from assignments.console.forms.holdouts import HoldoutForm
 from assignments.console.population_text import percent_text, plural
 from assignments.models import Experiment, ExperimentHoldout, Holdout, Variant
 

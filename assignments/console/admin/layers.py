@@ -11,7 +11,7 @@ from django.contrib import admin
 
 from assignments.console.admin.resources import ResourceAdmin
 from assignments.console.charts import slots_bar
-from assignments.console.forms import LayerForm
+from assignments.console.forms.layers import LayerForm
 from assignments.console.slotmaps import layer_slot_map
 from assignments.models import Layer
 from assignments.slots import SLOTS

@@ -7,7 +7,7 @@ from django.contrib.admin.utils import unquote
 
 from assignments.configuration.apply import Actor
 from assignments.configuration.history import change_diff, resource_history
-from assignments.console.forms import LabForm, SubjectTypeForm
+from assignments.console.forms.resources import LabForm, SubjectTypeForm
 from assignments.models import Lab, SubjectType
 
 ADMIN_HISTORY_ENTRIES = 20

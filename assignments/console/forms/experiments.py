@@ -1,36 +1,4 @@
-"""The admin's forms for configuration resources: a form is a resource document, applied by the one service.
-
-A form holds declared fields only (Meta.exclude names every model field), so Django
-never writes them into the model instance or validates the model itself. Instead the cleaned
-data becomes the same document a YAML file holds, which goes through
-resources.resource_read and configuration/apply.resources_apply, exactly as
-apply_resources does; each ResourceProblem comes back as an error on the field
-its path names. The apply runs inside the admin's own transaction (changeform_view
-is atomic), so a save is one transaction from validation to history entry.
-
-The gates' fields are edited as staff can get right at 2 a.m.:
-
-- a subject type's declared attributes are rows of a name and a type picked from a
-  list (a type cannot be misspelt), with a Remove box like the variants' (a row
-  cleared by mistake does not silently drop an attribute);
-- an experiment's targeting is the YAML of spec.targeting in a text area: conditions
-  nest (anyOf) and hold lists, which rows of inputs would make slow and error-prone,
-  and it is the text staff already read in files, the export and the history. The
-  field's help lists the subject type's attributes and the operators each allows,
-  and every refusal names the condition it is about;
-- times are ISO 8601 text with an offset, shown in UTC, as the export writes them;
-- the holdouts covering an experiment are ticked in a list of every holdout (an ID
-  cannot be misspelt), its layer picked from a list, and its slots are the YAML of
-  spec.layer.slots, the ranges as the export and the history show them; what an
-  experiment's assignments fix (its holdouts, its layer) is shown but not offered;
-- lowering the coverage of an experiment that is active or later is refused until
-  staff tick a confirmation that appears beside it: it is the one edit of the gates
-  that keeps out subjects who would have entered, and a message after the save would
-  come once it is done.
-
-TrySubjectForm is the experiment page's "try a subject": a subject ID and attributes
-typed as the subject type declares them, checked as the API checks them.
-"""
+"""The experiment's form, its variants, and its page's "try a subject"."""
 
 from __future__ import annotations
 
@@ -47,339 +15,13 @@ from django.forms.models import BaseInlineFormSet
 from django.utils.html import format_html, format_html_join
 
 from assignments import gates
-from assignments.configuration import holdouts
-from assignments.configuration.apply import ADMIN_SOURCE, Actor, ApplyResult, resources_apply
-from assignments.configuration.export import resource_document
 from assignments.configuration.layers import ranges_text
-from assignments.configuration.resources import SCHEMA_VERSION, ResourceInvalid, ResourceProblem, resource_read
+from assignments.configuration.resources import ResourceProblem
+from assignments.console.forms.resources import NOT_SAVED, ResourceForm, id_field, model_fields
 from assignments.console.population_text import percent_text
 from assignments.console.reports import experiment_assignments_total
-from assignments.models import Experiment, Holdout, Lab, Layer, SubjectType, Variant
+from assignments.models import Experiment, Lab, Layer, SubjectType, Variant
 from core.api.fields import subject_id_problem
-
-# Document paths of a variant's fields -> VariantForm fields.
-VARIANT_FIELDS = {"id": "key", "name": "name", "description": "description", "control": "is_control", "split": "split"}
-NOT_SAVED = "Nothing was saved: correct the errors shown on this page."
-
-
-def _model_fields(model) -> list[str]:
-    return [field.name for field in model._meta.concrete_fields]
-
-
-def _id_field() -> forms.CharField:
-    return forms.CharField(
-        label="ID", max_length=100, help_text="Letters, digits, '.', '_' and '-'; unique ignoring case."
-    )
-
-
-class ResourceForm(forms.ModelForm):
-    """Base of the three resource forms; subclasses map their fields to and from the document."""
-
-    kind: str
-    # Document path -> form field, for routing a ResourceProblem to where staff typed the value.
-    field_paths: dict[str, str] = {"metadata.id": "key", "metadata.name": "name", "metadata.description": "description"}
-    # Set by the ModelAdmin on the form class it builds for each request (ResourceAdmin.get_form).
-    actor: Actor
-
-    key = _id_field()
-    name = forms.CharField(max_length=200, required=False, help_text="Defaults to the ID.")
-    description = forms.CharField(required=False, widget=AdminTextareaWidget(attrs={"rows": 3}))
-    # The version the page was opened at: a save over someone else's later change is refused.
-    resource_version = forms.IntegerField(widget=forms.HiddenInput, required=False)
-
-    class Meta:
-        fields: list[str] = []
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.creating = self.instance.pk is None
-        self.result: ApplyResult | None = None
-        if not self.creating:
-            # The ID names the resource in the service; renaming would create another one.
-            self.fields["key"].disabled = True
-            self.initial.update(self.initial_from(resource_document(self.instance)))
-
-    def validate_unique(self) -> None:
-        """IDs are unique ignoring case: the service checks that, with the other rules."""
-
-    def initial_from(self, document: dict) -> dict:
-        metadata = document["metadata"]
-        return {
-            "key": metadata["id"],
-            "name": metadata["name"],
-            "description": metadata["description"],
-            "resource_version": metadata["resourceVersion"],
-        }
-
-    def metadata(self) -> dict:
-        data = self.cleaned_data
-        metadata = {"id": data["key"], "name": data["name"] or data["key"], "description": data["description"]}
-        if data["resource_version"] is not None:
-            metadata["resourceVersion"] = data["resource_version"]
-        return metadata
-
-    def document(self) -> dict:
-        return {"schemaVersion": SCHEMA_VERSION, "kind": self.kind, "metadata": self.metadata()}
-
-    # Subject types and labs apply in clean(); an experiment waits for its variants (VariantFormSet).
-    applies_in_clean = True
-
-    def clean(self) -> dict:
-        cleaned = super().clean()
-        if not self.errors and self.applies_in_clean:
-            self.apply(self.document())
-        return cleaned
-
-    def apply(self, document: dict, *, variant_forms: list[forms.Form] = ()) -> list[str]:
-        """Apply the document; on refusal, put each problem on its field and return the ones
-        that belong to the variants as a whole."""
-        try:
-            spec = resource_read(document, source=ADMIN_SOURCE)
-            self.result = resources_apply(
-                specs=[spec], actor=self.actor, create_only=self.creating, check_versions=True
-            )[0]
-        except ResourceInvalid as exc:
-            return self.route(exc.problems, variant_forms)
-        return []
-
-    def route(self, problems: list[ResourceProblem], variant_forms: list[forms.Form]) -> list[str]:
-        whole_variants = []
-        for problem in problems:
-            head, _, rest = problem.path.partition("spec.variants.")
-            if not head and rest and variant_forms:
-                index, _, name = rest.partition(".")
-                variant_forms[int(index)].add_error(VARIANT_FIELDS.get(name), problem.message)
-            elif problem.path == "spec.variants":
-                whole_variants.append(problem.message)
-            else:
-                self.add_error(self.field_paths.get(problem.path), problem.message)
-        return whole_variants
-
-
-class AttributeForm(forms.Form):
-    """One declared attribute: a row of the subject type's page."""
-
-    name = forms.CharField(required=False)
-    type = forms.ChoiceField(choices=[("", "---------"), *((t, t) for t in gates.ATTRIBUTE_TYPES)], required=False)
-    remove = forms.BooleanField(required=False)
-
-    def clean(self) -> dict:
-        cleaned = super().clean()
-        name, attribute_type = cleaned.get("name"), cleaned.get("type")
-        if name and not attribute_type:
-            self.add_error("type", "pick the attribute's type")
-        elif attribute_type and not name:
-            self.add_error("name", "is required (or set the type back to --------- to leave the row out)")
-        return cleaned
-
-    def kept(self) -> bool:
-        """Whether the row declares an attribute: filled in and not ticked for removal."""
-        return bool(self.cleaned_data.get("name")) and not self.cleaned_data.get("remove")
-
-
-AttributeFormSet = forms.formset_factory(AttributeForm, extra=3)
-ATTRIBUTE_ROWS_WRONG = "Nothing was saved: correct the declared attributes below."
-
-
-class SubjectTypeForm(ResourceForm):
-    kind = "subjecttype"
-    field_paths = {**ResourceForm.field_paths, "metadata.status": "status"}
-
-    status = forms.ChoiceField(choices=SubjectType.Status.choices, initial=SubjectType.Status.ACTIVE)
-
-    class Meta:
-        model = SubjectType
-        fields: list[str] = []
-        exclude = _model_fields(SubjectType)  # noqa: DJ006 - every model field: the service writes, not the form
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        # Rendered by the change form's template below the fields (resource_change_form.html).
-        self.attribute_rows = AttributeFormSet(
-            self.data if self.is_bound else None,
-            prefix="attributes",
-            initial=[] if self.creating else self.instance.attributes,
-        )
-
-    def initial_from(self, document: dict) -> dict:
-        return {**super().initial_from(document), "status": document["metadata"]["status"]}
-
-    def metadata(self) -> dict:
-        return {**super().metadata(), "status": self.cleaned_data["status"]}
-
-    def kept_rows(self) -> list[AttributeForm]:
-        return [row for row in self.attribute_rows.forms if row.kept()]
-
-    def clean(self) -> dict:
-        if not self.attribute_rows.is_valid():
-            self.add_error(None, ATTRIBUTE_ROWS_WRONG)
-        return super().clean()
-
-    def document(self) -> dict:
-        document = super().document()
-        attributes = [{"name": row.cleaned_data["name"], "type": row.cleaned_data["type"]} for row in self.kept_rows()]
-        if attributes:
-            document["spec"] = {"attributes": attributes}
-        return document
-
-    def route(self, problems: list[ResourceProblem], variant_forms: list[forms.Form]) -> list[str]:
-        rows, others = self.kept_rows(), []
-        for problem in problems:
-            head, _, rest = problem.path.partition("spec.attributes.")
-            if head or not rest:
-                others.append(problem)
-                continue
-            index, _, name = rest.partition(".")
-            rows[int(index)].add_error(name if name in ("name", "type") else None, problem.message)
-        if len(others) < len(problems):
-            self.add_error(None, ATTRIBUTE_ROWS_WRONG)
-        return super().route(others, variant_forms)
-
-
-class LabForm(ResourceForm):
-    kind = "lab"
-
-    class Meta:
-        model = Lab
-        fields: list[str] = []
-        exclude = _model_fields(Lab)  # noqa: DJ006 - every model field: the service writes, not the form
-
-
-class LayerForm(ResourceForm):
-    kind = "layer"
-    field_paths = {**ResourceForm.field_paths, "spec.subjectType": "subject_type", "spec.salt": "salt"}
-
-    subject_type = forms.ModelChoiceField(
-        SubjectType.objects.order_by("key"),
-        to_field_name="key",
-        help_text="The subject type of the layer's experiments: it changes only with theirs, in one YAML apply.",
-    )
-    salt = forms.CharField(
-        max_length=200,
-        required=False,
-        help_text="Draws each subject's slot. Defaults to the ID in lower case; unique among every salt; fixed "
-        "once an experiment of the layer has assignments.",
-    )
-
-    class Meta:
-        model = Layer
-        fields: list[str] = []
-        exclude = _model_fields(Layer)  # noqa: DJ006 - every model field: the service writes, not the form
-
-    def initial_from(self, document: dict) -> dict:
-        spec = document["spec"]
-        return {**super().initial_from(document), "subject_type": spec["subjectType"], "salt": spec["salt"]}
-
-    def document(self) -> dict:
-        data = self.cleaned_data
-        spec = {"subjectType": data["subject_type"].key}
-        if data["salt"]:
-            spec["salt"] = data["salt"]
-        return {**super().document(), "spec": spec}
-
-
-SCOPE_NONE, SCOPE_LABS = "", "labs"
-
-
-class HoldoutForm(ResourceForm):
-    """A holdout's fields; its scope is a choice (none, all, the labs ticked) rather than YAML, since it has
-    only those three shapes."""
-
-    kind = "holdout"
-    field_paths = {
-        **ResourceForm.field_paths,
-        "metadata.status": "status",
-        "spec.subjectType": "subject_type",
-        "spec.share": "share",
-        "spec.salt": "salt",
-        "spec.scope": "scope",
-        "spec.scope.labs": "scope_labs",
-    }
-    # The labs the stored scope names, as written: they may differ in case from the labs' IDs.
-    stored_labs: tuple[str, ...] = ()
-
-    status = forms.ChoiceField(
-        choices=[(status, Experiment.Status(status).label) for status in holdouts.STATUSES],
-        initial=Experiment.Status.DRAFT,
-        help_text="Forward only: draft, active, ended. Only an active holdout holds anyone out; an ended one "
-        "stops nobody, and its members stay stored.",
-    )
-    subject_type = forms.ModelChoiceField(SubjectType.objects.order_by("key"), to_field_name="key")
-    share = forms.FloatField(
-        help_text=f"The share of subjects held out, more than 0 and at most {holdouts.MAX_SHARE} (0.05 is 5 %). "
-        "Fixed, like the salt and the subject type, once the holdout has been active: they drew its members.",
-    )
-    salt = forms.CharField(
-        max_length=200, required=False, help_text="Defaults to the ID in lower case; unique among every salt."
-    )
-    scope = forms.ChoiceField(
-        choices=[
-            (SCOPE_NONE, "None: only the experiments that list it"),
-            (holdouts.SCOPE_ALL, "All experiments of its subject type"),
-            (SCOPE_LABS, "The experiments of the labs ticked below"),
-        ],
-        required=False,
-        widget=forms.RadioSelect,
-        help_text="The experiments it joins when they are first started, while it is active. A change decides "
-        "only for experiments started afterwards.",
-    )
-    scope_labs = forms.ModelMultipleChoiceField(
-        Lab.objects.order_by("key"),
-        to_field_name="key",
-        required=False,
-        widget=forms.CheckboxSelectMultiple,
-        label="Scope's labs",
-    )
-
-    class Meta:
-        model = Holdout
-        fields: list[str] = []
-        exclude = _model_fields(Holdout)  # noqa: DJ006 - every model field: the service writes, not the form
-
-    def initial_from(self, document: dict) -> dict:
-        metadata, spec = document["metadata"], document["spec"]
-        scope = spec.get("scope")
-        self.stored_labs = tuple(scope["labs"]) if isinstance(scope, dict) else ()
-        named = {lab.lower() for lab in self.stored_labs}
-        return {
-            **super().initial_from(document),
-            "status": metadata["status"],
-            "subject_type": spec["subjectType"],
-            "share": spec["share"],
-            "salt": spec["salt"],
-            "scope": SCOPE_LABS if isinstance(scope, dict) else scope or SCOPE_NONE,
-            "scope_labs": [
-                key for key in Lab.objects.order_by("key").values_list("key", flat=True) if key.lower() in named
-            ],
-        }
-
-    def clean(self) -> dict:
-        cleaned = self.cleaned_data
-        if cleaned.get("scope_labs") and cleaned.get("scope") != SCOPE_LABS:
-            self.add_error("scope_labs", "count only for a scope of the labs ticked: pick that scope, or untick them")
-        return super().clean()
-
-    def scope_lab_keys(self, chosen: list[Lab]) -> list[str]:
-        """The labs ticked: those the scope names first, as written and in their order (saving the page
-        unchanged is then no change), then the others by ID."""
-        keys = {lab.key.lower(): lab.key for lab in chosen}
-        kept = [lab for lab in self.stored_labs if lab.lower() in keys]
-        added = {lab.lower() for lab in kept}
-        return kept + sorted((key for lower, key in keys.items() if lower not in added), key=str.lower)
-
-    def document(self) -> dict:
-        data = self.cleaned_data
-        document = super().document()
-        document["metadata"]["status"] = data["status"]
-        spec: dict[str, Any] = {"subjectType": data["subject_type"].key, "share": data["share"]}
-        if data["salt"]:
-            spec["salt"] = data["salt"]
-        if data["scope"] == holdouts.SCOPE_ALL:
-            spec["scope"] = holdouts.SCOPE_ALL
-        elif data["scope"] == SCOPE_LABS:
-            spec["scope"] = {"labs": self.scope_lab_keys(data["scope_labs"])}
-        return {**document, "spec": spec}
-
 
 TARGETING_EXAMPLE = """- {attribute: country, in: [DE, AT]}
 - anyOf:
@@ -541,7 +183,7 @@ class ExperimentForm(ResourceForm):
     class Meta:
         model = Experiment
         fields: list[str] = []
-        exclude = _model_fields(Experiment)  # noqa: DJ006 - every model field: the service writes, not the form
+        exclude = model_fields(Experiment)
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -690,7 +332,7 @@ class ExperimentForm(ResourceForm):
 
 
 class VariantForm(forms.ModelForm):
-    key = _id_field()
+    key = id_field()
     name = forms.CharField(max_length=200, required=False)
     description = forms.CharField(required=False)
     is_control = forms.BooleanField(label="Control", required=False)
@@ -702,7 +344,7 @@ class VariantForm(forms.ModelForm):
     class Meta:
         model = Variant
         fields: list[str] = []
-        exclude = _model_fields(Variant)  # noqa: DJ006 - every model field: the service writes, not the form
+        exclude = model_fields(Variant)  # noqa: DJ006 - every model field: the service writes, not the form
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
