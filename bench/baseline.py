@@ -44,21 +44,20 @@ from datetime import UTC, datetime
 import orjson
 import psycopg
 
-from assignments.distribution import distributed_asked
 from assignments.gates import OUTSIDE_COVERAGE, Gates, covered_variant
 from assignments.hashing import Allocation
 from assignments.linking import link_graph, linked_first, walk_params
 from assignments.storage import (
-    CITUS_COPY,
     FETCH,
+    POSTGRES_HEAD_CATALOG,
+    POSTGRES_HEAD_EXPERIMENT,
     POSTGRES_INSERT,
     POSTGRES_LINK_GRAPH,
-    Shards,
-    citus_fetch_rows,
-    citus_store,
 )
+from assignments.storage_citus import CITUS_COPY, Shards, citus_fetch_rows, citus_store
 from bench.exclusions import excluded_expected, exclusions_problem
 from bench.scenarios import ASSIGN, EXPERIMENT_ID, LINK, SUBJECT, Scenario, SubjectIds, attributes_sent
+from core.citus import distributed_asked
 from idlinks.storage import INSERT as LINK_INSERT
 
 FETCH_ARRAYS = """
@@ -227,11 +226,11 @@ _distributed: weakref.WeakKeyDictionary[psycopg.Connection, bool] = weakref.Weak
 
 def assignments_distributed(connection: psycopg.Connection) -> bool:
     """Whether assignments_assignment is a distributed Citus table, asked once per connection
-    (what assignments/distribution.py asks of Django's connection)."""
+    (what assignments/citus/table_layout.py asks of Django's connection)."""
     known = _distributed.get(connection)
     if known is None:
         with connection.cursor() as cursor:
-            known = distributed_asked(cursor)
+            known = distributed_asked(cursor, "assignments_assignment")
         _distributed[connection] = known
     return known
 
@@ -254,6 +253,7 @@ def _fetched(
         subject_ids = sorted({subject_id for ids in subjects.values() for subject_id in ids})
         rows, shards = citus_fetch_rows(
             lambda sql, params: connection.execute(sql, params).fetchall(),
+            head_sql=POSTGRES_HEAD_EXPERIMENT if head else POSTGRES_HEAD_CATALOG,
             head=head,
             experiments=list(subjects),
             subject_ids=subject_ids,

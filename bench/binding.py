@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 
 import psycopg
 
 from bench.cpu import process_cpu_seconds
+from bench.database import postgres_url_argument
 
 CASES = {
     "text[] parameter": ("SELECT count(*) FROM unnest(%s::text[])", lambda ids: [ids]),
@@ -49,9 +49,7 @@ def measure(url: str, *, size: int, executions: int) -> list[tuple[str, float, f
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="bench/run binding", description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--postgres-url", default=os.environ.get("BENCH_POSTGRES_URL", "postgres://root@127.0.0.1:5432/postgres")
-    )
+    postgres_url_argument(parser)
     parser.add_argument("--sizes", default="1,100,1000")
     parser.add_argument("--executions", type=int, default=500)
     args = parser.parse_args(argv)

@@ -23,8 +23,21 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from bench.database import DatabaseServer
-from bench.report import Table, as_markdown, medians, results_files_write, runs_table
+from bench.database import DatabaseServer, postgres_url_argument
+from bench.report import (
+    Table,
+    as_markdown,
+    machine_text,
+    markdown_section,
+    medians,
+    number,
+    results_files_write,
+    results_heading,
+    runs_table,
+    throughput,
+    unit,
+    yes,
+)
 from devtools import PROJECT_DIR
 from devtools.citus import citus_cluster, citus_database_create
 
@@ -90,11 +103,7 @@ def main(argv: list[str]) -> int:
         description=__doc__.split("\n\n")[1],
         epilog="Other arguments go to both hot-path runs after the defaults: " + " ".join(DEFAULTS),
     )
-    parser.add_argument(
-        "--postgres-url",
-        default=os.environ.get("BENCH_POSTGRES_URL", "postgres://root@127.0.0.1:5432/postgres"),
-        help="the plain PostgreSQL server's maintenance database (env BENCH_POSTGRES_URL)",
-    )
+    postgres_url_argument(parser, "the plain PostgreSQL server's maintenance database (env BENCH_POSTGRES_URL)")
     parser.add_argument(
         "--cluster-dir",
         type=Path,
@@ -148,14 +157,6 @@ LAYOUT_NAMES = {"postgresql": "PostgreSQL", "citus": "Citus"}
 TARGET_NAMES = {"baseline": "raw SQL", "minimal": "minimal app", "service": "service"}
 
 
-def _number(value: float | None, digits: int = 0) -> str:
-    return "n/a" if value is None else f"{value:,.{digits}f}"
-
-
-def _throughput(run: dict[str, Any]) -> float:
-    return run["subjects_per_second"] if run["per_subject"] else run["requests_per_second"]
-
-
 def comparison_table(results: dict[str, dict[str, Any]]) -> Table:
     """Per scenario, concurrency and target, each layout's medians over its rounds; Citus ÷ PostgreSQL of
     the throughput. db cpu adds up the database's backends on every node."""
@@ -187,22 +188,22 @@ def comparison_table(results: dict[str, dict[str, Any]]) -> Table:
             run = by_key.get((scenario, clients, label, layout))
             if run is None:
                 continue
-            ratio = "" if layout == "postgresql" or plain is None else f"{_throughput(run) / _throughput(plain):.2f}"
+            ratio = "" if layout == "postgresql" or plain is None else f"{throughput(run) / throughput(plain):.2f}"
             cpu = run["cpu_ms_per_request"]
             rows.append(
                 [
                     scenario,
                     str(clients),
-                    "subjects/s" if run["per_subject"] else "req/s",
+                    unit(run),
                     TARGET_NAMES.get(run["target"], run["target"]) + run["label"].removeprefix(run["target"]),
                     LAYOUT_NAMES[layout],
-                    _number(_throughput(run)),
+                    number(throughput(run), 0),
                     ratio,
-                    _number(run["p50_ms"], 1),
-                    _number(run["p99_ms"], 1),
-                    _number(cpu["app"], 2),
-                    _number(cpu["db"], 2),
-                    _number(run["transactions_per_request"], 2),
+                    number(run["p50_ms"]),
+                    number(run["p99_ms"]),
+                    number(cpu["app"], 2),
+                    number(cpu["db"], 2),
+                    number(run["transactions_per_request"], 2),
                     str(run["errors"]),
                 ]
             )
@@ -228,18 +229,14 @@ def statements_table(results: dict[str, dict[str, Any]]) -> Table:
     return header, rows
 
 
-def _yes(value: bool) -> str:
-    return "yes" if value else "**no**"
-
-
 def _setup_line(layout: str, results: dict[str, Any]) -> str:
     setup = results["setup"]
     seed, end = setup["seed"], setup["end"]
     return (
         f"- {LAYOUT_NAMES[layout]}: {setup['layout']} (PostgreSQL {setup['postgresql']}); `{setup['command']}`, "
         f"started {setup['started_at']}, commit {setup['commit']}; {seed['assignments']:,} assignments at the start, "
-        f"{end['assignments']:,} at the end; counts exact at the start {_yes(seed['counts_exact'])}, at the end "
-        f"{_yes(end['counts_exact'])}"
+        f"{end['assignments']:,} at the end; counts exact at the start {yes(seed['counts_exact'])}, at the end "
+        f"{yes(end['counts_exact'])}"
     )
 
 
@@ -257,14 +254,11 @@ def citus_markdown(results: dict[str, dict[str, Any]], command: str) -> str:
     plain = results["postgresql"]["setup"]
     machine = plain["machine"]
     lines = [
-        f"# Plain PostgreSQL and Citus on one machine: {plain['started_at']}",
-        "",
-        f"Command: `{command}`",
-        "",
-        f"- Machine: {machine['cpu_model']}, {machine['cores']} cores, {machine['memory_gib']} GiB RAM; "
-        f"{machine['os']}. **Everything shares these cores**: the load clients, gunicorn, the plain PostgreSQL "
-        "server and, in the Citus runs, the cluster's three PostgreSQL instances (a coordinator and 2 workers "
-        "on loopback). This measures what the coordinator adds on one machine, not what more machines give.",
+        *results_heading("Plain PostgreSQL and Citus on one machine", plain["started_at"], command),
+        f"- Machine: {machine_text(machine)}; {machine['os']}. **Everything shares these cores**: the load clients, "
+        "gunicorn, the plain PostgreSQL server and, in the Citus runs, the cluster's three PostgreSQL instances (a "
+        "coordinator and 2 workers on loopback). This measures what the coordinator adds on one machine, not what "
+        "more machines give.",
         *(_setup_line(layout, results[layout]) for layout in LAYOUTS),
         _gunicorn_line(plain),
         f"- {', '.join(map(str, plain['concurrency']))} clients, {plain['warmup']} s warm-up and {plain['duration']} "
@@ -279,11 +273,8 @@ def citus_markdown(results: dict[str, dict[str, Any]], command: str) -> str:
         "",
         as_markdown(comparison_table(results)),
         "",
-        "## SQL statements per request (the service, in-process)",
-        "",
-        as_markdown(statements_table(results)),
-        "",
+        *markdown_section("## SQL statements per request (the service, in-process)", statements_table(results)),
     ]
     for layout in LAYOUTS:
-        lines += [f"## Every run: {LAYOUT_NAMES[layout]}", "", as_markdown(runs_table(results[layout]["runs"])), ""]
+        lines += markdown_section(f"## Every run: {LAYOUT_NAMES[layout]}", runs_table(results[layout]["runs"]))
     return "\n".join(lines)

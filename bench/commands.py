@@ -30,8 +30,8 @@ from typing import Any
 import psycopg
 
 from bench.cpu import CPUS, MachineCpu
-from bench.database import DatabaseServer
-from bench.report import Table, as_markdown, as_text, git_commit, results_files_write
+from bench.database import DatabaseServer, postgres_url_argument
+from bench.report import Table, as_markdown, as_text, git_commit, results_files_write, results_heading, yes
 from devtools import PROJECT_DIR
 
 SOURCE = "checkout-button"  # examples/demo.yaml's experiment, which the loaded assignments go to
@@ -83,28 +83,25 @@ FROM generate_series(0, %(rows)s - 1) AS g
 
 UTC_TEXT = """to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')"""
 
-# The same rows, columns, order and timestamp format as export_assignments: the files should be identical.
-EXPORT_SELECT = f"""
-SELECT e.key AS experiment_id, a.subject_id, v.key AS variant_id, a.cohort,
-       {UTC_TEXT.format(column="a.created_at")} AS created_at, a.source
+# What both exports of an experiment read, in export_assignments' order.
+EXPORTED_ROWS = """
 FROM assignments_assignment a
 JOIN assignments_experiment e ON e.id = a.experiment_id
 JOIN assignments_variant v ON v.id = a.variant_id
-WHERE a.experiment_id = {{experiment}}
+WHERE a.experiment_id = {experiment}
 ORDER BY a.created_at, a.id
 """
+
+# The same rows, columns, order and timestamp format as export_assignments: the files should be identical.
+EXPORT_SELECT = f"""
+SELECT e.key AS experiment_id, a.subject_id, v.key AS variant_id, a.cohort,
+       {UTC_TEXT.format(column="a.created_at")} AS created_at, a.source{EXPORTED_ROWS}"""
 
 # COPY's text format would escape backslashes, which the loaded IDs do not contain.
 EXPORT_JSON_SELECT = f"""
 SELECT json_build_object('experiment_id', e.key, 'subject_id', a.subject_id, 'variant_id', v.key,
                          'cohort', a.cohort, 'created_at', {UTC_TEXT.format(column="a.created_at")},
-                         'source', a.source)
-FROM assignments_assignment a
-JOIN assignments_experiment e ON e.id = a.experiment_id
-JOIN assignments_variant v ON v.id = a.variant_id
-WHERE a.experiment_id = {{experiment}}
-ORDER BY a.created_at, a.id
-"""
+                         'source', a.source){EXPORTED_ROWS}"""
 
 LINKS_SELECT = f"""
 SELECT ta.key AS subject_type_a, l.subject_id_a, tb.key AS subject_type_b, l.subject_id_b,
@@ -227,6 +224,28 @@ class Runner:
     def copy_out(self, select: str, path: Path, *, csv_format: bool) -> Measured:
         options = " WITH (FORMAT csv, HEADER)" if csv_format else ""
         return self.checked(self.psql_argv(f"\\copy ({one_line(select)}) TO '{path}'{options}"))
+
+    def export(self, step: str, argv: list[str], *, output: Path, expect: str, select: str) -> None:
+        """An export command, then psql's \\copy of `select` beside its file, recorded as one step. A CSV file should
+        be byte-identical to psql's; psql's JSON is spaced otherwise (`{"a" : 1}`), so a JSON lines file is not
+        compared."""
+        service = self.checked(argv, expect=expect)
+        csv_format = output.suffix == ".csv"
+        copied = output.with_name(f"{output.stem}-psql{output.suffix}")
+        copy = self.copy_out(select, copied, csv_format=csv_format)
+        what = (
+            "psql \\copy (SELECT ... ORDER BY created_at, id) TO FILE CSV HEADER"
+            if csv_format
+            else "psql \\copy (SELECT json_build_object(...) ...) TO FILE"
+        )
+        self.record(
+            step=step,
+            argv=argv,
+            service=service,
+            rows=self.rows,
+            baseline=_baseline(what, ("copy", copy)),
+            checks={"identical_to_psql": filecmp.cmp(output, copied, shallow=False)} if csv_format else None,
+        )
 
     def record(
         self,
@@ -404,49 +423,31 @@ def size_run(*, server: DatabaseServer, database: str, rows: int, work: Path) ->
     argv = runner.manage_argv("export_assignments", "--experiment", IMPORT_TARGET, "--output", work / "empty.csv")
     runner.record(step="export_assignments csv, 0 rows", argv=argv, service=runner.checked(argv), rows=0)
 
-    exported = work / "assignments.csv"
-    argv = runner.manage_argv("export_assignments", "--experiment", SOURCE, "--format", "csv", "--output", exported)
-    service = runner.checked(argv, expect=f"exported {rows} assignments")
-    baseline_file = work / "assignments-psql.csv"
-    copy = runner.copy_out(EXPORT_SELECT.format(experiment=experiments[SOURCE]), baseline_file, csv_format=True)
-    runner.record(
-        step="export_assignments csv",
-        argv=argv,
-        service=service,
-        rows=rows,
-        baseline=_baseline("psql \\copy (SELECT ... ORDER BY created_at, id) TO FILE CSV HEADER", ("copy", copy)),
-        checks={"identical_to_psql": filecmp.cmp(exported, baseline_file, shallow=False)},
+    exported, exported_jsonl, links_file = (
+        work / name for name in ("assignments.csv", "assignments.jsonl", "links.csv")
     )
-
-    exported_jsonl = work / "assignments.jsonl"
-    argv = runner.manage_argv(
-        "export_assignments", "--experiment", SOURCE, "--format", "jsonl", "--output", exported_jsonl
-    )
-    service = runner.checked(argv, expect=f"exported {rows} assignments")
-    copy = runner.copy_out(
-        EXPORT_JSON_SELECT.format(experiment=experiments[SOURCE]), work / "assignments-psql.jsonl", csv_format=False
-    )
-    runner.record(
-        step="export_assignments jsonl",
-        argv=argv,
-        service=service,
-        rows=rows,
-        baseline=_baseline("psql \\copy (SELECT json_build_object(...) ...) TO FILE", ("copy", copy)),
-    )
-
-    links_file = work / "links.csv"
-    argv = runner.manage_argv("export_id_links", "--output", links_file)
-    service = runner.checked(argv, expect=f"exported {rows} identifier links")
-    links_baseline = work / "links-psql.csv"
-    copy = runner.copy_out(LINKS_SELECT, links_baseline, csv_format=True)
-    runner.record(
-        step="export_id_links csv",
-        argv=argv,
-        service=service,
-        rows=rows,
-        baseline=_baseline("psql \\copy (SELECT ... ORDER BY created_at, id) TO FILE CSV HEADER", ("copy", copy)),
-        checks={"identical_to_psql": filecmp.cmp(links_file, links_baseline, shallow=False)},
-    )
+    # Each export: its step, the command's arguments before --output, its file, what it says when done, and
+    # psql's SELECT of the same rows.
+    for step, arguments, output, expect, select in (
+        (
+            "export_assignments csv",
+            ["export_assignments", "--experiment", SOURCE, "--format", "csv"],
+            exported,
+            f"exported {rows} assignments",
+            EXPORT_SELECT.format(experiment=experiments[SOURCE]),
+        ),
+        (
+            "export_assignments jsonl",
+            ["export_assignments", "--experiment", SOURCE, "--format", "jsonl"],
+            exported_jsonl,
+            f"exported {rows} assignments",
+            EXPORT_JSON_SELECT.format(experiment=experiments[SOURCE]),
+        ),
+        ("export_id_links csv", ["export_id_links"], links_file, f"exported {rows} identifier links", LINKS_SELECT),
+    ):
+        runner.export(
+            step, runner.manage_argv(*arguments, "--output", output), output=output, expect=expect, select=select
+        )
 
     # import_assignments reads subject_id,variant_id[,created_at], not the export's six columns.
     refused = measured_run(
@@ -586,10 +587,7 @@ def growth_table(growth: list[dict[str, Any]]) -> Table:
 def results_markdown(results: dict[str, Any]) -> str:
     setup = results["setup"]
     lines = [
-        f"# Data commands benchmark: {setup['started_at']}",
-        "",
-        f"Command: `{setup['command']}`",
-        "",
+        *results_heading("Data commands benchmark", setup["started_at"], setup["command"]),
         f"Machine: {setup['cpus']} CPUs, PostgreSQL {setup['postgresql']}, Python {setup['python']}, "
         f"Django {setup['django']}, commit {setup['commit']}. Each command is one `manage.py` process "
         "(wall time including Python's and Django's start-up, peak RSS and CPU time of that process alone, "
@@ -622,10 +620,10 @@ def results_markdown(results: dict[str, Any]) -> str:
             f"{size['rows']:,} rows: migrate {load['migrate_seconds']:.1f} s, assignments loaded in "
             f"{load['assignments_seconds']:.1f} s, links in {load['links_seconds']:.1f} s, VACUUM ANALYZE "
             f"{load['vacuum_analyze_seconds']:.1f} s; files {_sizes(size['file_bytes'])}; counts as expected "
-            f"(stored and trigger-kept): {'yes' if checks['counts_as_expected'] else '**no**'}; export files "
+            f"(stored and trigger-kept): {yes(checks['counts_as_expected'])}; export files "
             f"byte-identical to psql's: "
             + ", ".join(
-                f"{step['step']} {'yes' if step['checks']['identical_to_psql'] else '**no**'}"
+                f"{step['step']} {yes(step['checks']['identical_to_psql'])}"
                 for step in size["steps"]
                 if "identical_to_psql" in step["checks"]
             )
@@ -649,11 +647,7 @@ def arguments(argv: list[str]) -> argparse.Namespace:
         description=__doc__.splitlines()[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument(
-        "--postgres-url",
-        default=os.environ.get("BENCH_POSTGRES_URL", "postgres://root@127.0.0.1:5432/postgres"),
-        help="a maintenance database on the server the bench database is created on",
-    )
+    postgres_url_argument(parser, "a maintenance database on the server the bench database is created on")
     parser.add_argument("--database", default="bench_commands", help="dropped and created for every size")
     parser.add_argument(
         "--sizes",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import os
 import time
 from urllib.parse import urlsplit, urlunsplit
 
@@ -9,6 +11,15 @@ import psycopg
 from psycopg import sql
 
 from bench.cpu import parent_of
+
+
+def postgres_url_argument(parser: argparse.ArgumentParser, help_text: str | None = None) -> None:
+    """--postgres-url: a maintenance database of the server the benchmark uses, env BENCH_POSTGRES_URL."""
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get("BENCH_POSTGRES_URL", "postgres://root@127.0.0.1:5432/postgres"),
+        help=help_text,
+    )
 
 
 def database_url_with_name(url: str, name: str) -> str:

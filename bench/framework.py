@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.client import PATHS, request_body
-from bench.hot_path import BENCH_CONFIG, DEMO_CONFIG
+from bench.database import postgres_url_argument
+from bench.hot_path import CONFIGS
 from bench.preparation import prepared
 from bench.report import as_markdown, as_text, machine, results_files_write
 from bench.scenarios import ASSIGN, HEALTHZ, SCENARIOS, SUBJECT, SubjectIds
@@ -82,11 +83,7 @@ def arguments(argv: list[str]) -> argparse.Namespace:
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--postgres-url",
-        default=os.environ.get("BENCH_POSTGRES_URL", "postgres://root@127.0.0.1:5432/postgres"),
-        help="the PostgreSQL server's maintenance database (env BENCH_POSTGRES_URL)",
-    )
+    postgres_url_argument(parser, "the PostgreSQL server's maintenance database (env BENCH_POSTGRES_URL)")
     parser.add_argument("--database", default="bench_framework", help="the database to create (and drop at the end)")
     parser.add_argument("--reuse-database", action="store_true", help="use the database if it exists, and keep it")
     parser.add_argument("--seeded", type=int, default=100_000, help="assignments stored before measuring")
@@ -118,7 +115,7 @@ def main(argv: list[str]) -> int:
         with prepared(
             postgres_url=args.postgres_url,
             database=args.database,
-            configs=(DEMO_CONFIG, BENCH_CONFIG),
+            configs=CONFIGS,
             seeded=args.seeded,
             reuse=args.reuse_database,
             keep=args.reuse_database,
@@ -180,6 +177,7 @@ def _own_work(environ: dict[str, Any], start_response: Callable[..., Any]) -> li
     import orjson
 
     from assignments.assigning import assign_subject, assign_subjects
+    from assignments.selectors import subject_types_active
     from core.database import with_live_connection
     from idlinks.services import Identifier, id_link_create
 
@@ -201,7 +199,7 @@ def _own_work(environ: dict[str, Any], start_response: Callable[..., Any]) -> li
         }
     else:
         first, second = (Identifier(**item) for item in data["identifiers"])
-        with_live_connection(id_link_create, first=first, second=second)
+        with_live_connection(id_link_create, first=first, second=second, subject_types_active=subject_types_active)
         body = {"success": True}
     start_response("200 OK", [("Content-Type", "application/json")])
     return [orjson.dumps(body)]

@@ -27,8 +27,6 @@ from bench.client import PATHS, request_body
 from bench.connections import DEFAULT_MODES
 from bench.links import LinkPool, links_outcome, links_seed
 from bench.memberships import MemberPool
-from bench.preparation import prepared
-from bench.profile import py_spy_path
 from bench.report import (
     as_text,
     gates_table,
@@ -39,15 +37,14 @@ from bench.report import (
     runs_table,
     statements_table,
 )
-from bench.rounds import TARGETS, Bench, HelpFormatter, shared_arguments
+from bench.rounds import TARGETS, Bench, HelpFormatter, bench_prepared, seeded_check, shared_arguments
 from bench.scenarios import ASSIGN, HEALTHZ, LINK, SCENARIOS, SUBJECT, Scenario
-from bench.seed import table_state
+from bench.seed import COUNTS_NOT_EXACT, table_state
 from bench.wrk import WrkUnavailable, supported, wrk_path
 from devtools import PROJECT_DIR
 
-DEMO_CONFIG = PROJECT_DIR / "examples" / "demo.yaml"
-# banner-copy-nolinks and the 20 user experiments of the POST /assignments scenarios.
-BENCH_CONFIG = PROJECT_DIR / "bench" / "hot_path_resources.yaml"
+# examples/demo.yaml, then banner-copy-nolinks and the 20 user experiments of the POST /assignments scenarios.
+CONFIGS = (PROJECT_DIR / "examples" / "demo.yaml", PROJECT_DIR / "bench" / "hot_path_resources.yaml")
 
 EPILOG = """\
 scenarios (one request each; new subjects and pairs are new in the database whatever ran before):
@@ -133,8 +130,7 @@ def arguments(argv: list[str]) -> argparse.Namespace:
         results_name="latest",
     )
     args = parser.parse_args(argv)
-    if args.seeded < 1000:
-        parser.error("--seeded must be at least 1000: the 1000-existing scenario samples that many")
+    seeded_check(parser, args)
     if args.linked_users < 1:
         parser.error("--linked-users must be at least 1")
     if args.citus_workers < 0:
@@ -154,17 +150,13 @@ def arguments(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = arguments(argv)
-    if args.profile:
-        py_spy_path()
-    with prepared(
-        postgres_url=args.postgres_url,
-        database=args.database,
-        configs=(DEMO_CONFIG, BENCH_CONFIG),
+    with bench_prepared(
+        args,
+        CONFIGS,
         seeded=args.seeded,
         citus_workers=args.citus_workers,
         shard_count=args.shard_count,
         reuse=args.reuse_database,
-        keep=args.keep_database,
     ) as ready:
         database_url, seed = ready.database_url, ready.seed
         bench = Bench(args, ready.server, database_url, ready.token, workers=ready.citus_workers)
@@ -222,11 +214,9 @@ def main(argv: list[str]) -> int:
             print("\nSQL statements per request (in-process)\n" + as_text(statements_table(results["statements"])))
         json_path, markdown_path = results_write(directory=args.results_dir, name=args.results_name, results=results)
         print(f"\nwrote {json_path} and {markdown_path}")
-        failed = sum(run["errors"] for run in runs)
-        if failed:
-            print(f"{failed} requests failed; see first_error above and {bench.log_path}", file=sys.stderr)
+        failed = bench.requests_failed(runs)
         if not end["counts_exact"]:
-            print("assignments_assignmentcount does not add up to the assignments", file=sys.stderr)
+            print(COUNTS_NOT_EXACT, file=sys.stderr)
         linked_wrong = links is not None and not links["outcome"]["as_expected"]
         if linked_wrong:
             print(

@@ -24,22 +24,24 @@ from importlib.metadata import version
 from typing import Any
 
 from bench.connections import DEPLOYMENT
-from bench.preparation import prepared
-from bench.profile import py_spy_path
+from bench.hot_path import CONFIGS
 from bench.report import (
     Table,
-    as_markdown,
     as_text,
     gunicorn_used,
+    markdown_section,
     medians,
+    number,
+    on_and_off,
     results_files_write,
+    results_heading,
     runs_table,
+    throughput,
+    unit,
 )
-from bench.rounds import Bench, HelpFormatter, shared_arguments
+from bench.rounds import Bench, HelpFormatter, bench_prepared, seeded_check, shared_arguments
 from bench.scenarios import SCENARIOS, Scenario
-from devtools import PROJECT_DIR
 
-CONFIGS = (PROJECT_DIR / "examples" / "demo.yaml", PROJECT_DIR / "bench" / "hot_path_resources.yaml")
 STATES = ("on", "off")
 # Scenarios that need no links seeded: the hot path's shapes, from one subject to a thousand, and /healthz.
 DEFAULT_SCENARIOS = ["1-new", "1-existing", "100-new", "1000-new", "1000-existing", "healthz", "id-link", "subject-1"]
@@ -68,8 +70,7 @@ def arguments(argv: list[str]) -> argparse.Namespace:
         results_name="metrics",
     )
     args = parser.parse_args(argv)
-    if args.seeded < 1000:
-        parser.error("--seeded must be at least 1000: the 1000-existing scenario samples that many")
+    seeded_check(parser, args)
     linked = [key for key in args.scenarios if SCENARIOS[key].linked_every]
     if linked:
         parser.error(f"--scenarios: {', '.join(linked)} need identifier links; use bench/run hot-path for them")
@@ -99,20 +100,12 @@ class MetricsBench(Bench):
             yield run
 
 
-def _throughput(run: dict[str, Any]) -> float:
-    return run["subjects_per_second"] if run["per_subject"] else run["requests_per_second"]
-
-
-def _number(value: float | None, digits: int) -> str:
-    return "n/a" if value is None else f"{value:,.{digits}f}"
-
-
 def _per_round_ratio(runs: list[dict[str, Any]], scenario: str, concurrency: int) -> float | None:
     """The median over rounds of throughput with metrics on divided by throughput with them off, in the same round."""
     by_round: dict[int, dict[str, float]] = {}
     for run in runs:
         if (run["scenario"], run["concurrency"]) == (scenario, concurrency):
-            by_round.setdefault(run["round"], {})[run["metrics"]] = _throughput(run)
+            by_round.setdefault(run["round"], {})[run["metrics"]] = throughput(run)
     ratios = [both["on"] / both["off"] for both in by_round.values() if both.get("on") and both.get("off")]
     return statistics.median(ratios) if ratios else None
 
@@ -123,16 +116,12 @@ def metrics_table(runs: list[dict[str, Any]]) -> Table:
         "scenario",
         "clients",
         "unit",
-        "metrics on",
-        "metrics off",
+        *on_and_off("metrics"),
         "on ÷ off (per round, median)",
         "cost",
-        "p50 ms on",
-        "p50 ms off",
-        "p99 ms on",
-        "p99 ms off",
-        "app cpu ms/req on",
-        "app cpu ms/req off",
+        *on_and_off("p50 ms"),
+        *on_and_off("p99 ms"),
+        *on_and_off("app cpu ms/req"),
         "on - off (app cpu µs/req)",
         "errors",
     ]
@@ -148,17 +137,14 @@ def metrics_table(runs: list[dict[str, Any]]) -> Table:
             [
                 scenario,
                 str(concurrency),
-                "subjects/s" if on["per_subject"] else "req/s",
-                _number(_throughput(on), 0),
-                _number(_throughput(off), 0),
+                unit(on),
+                *(number(throughput(run), 0) for run in (on, off)),
                 "n/a" if ratio is None else f"{ratio:.3f}",
                 "n/a" if ratio is None else f"{(1 - ratio) * 100:+.1f} %",
-                _number(on["p50_ms"], 2),
-                _number(off["p50_ms"], 2),
-                _number(on["p99_ms"], 2),
-                _number(off["p99_ms"], 2),
-                _number(cpu_on, 3),
-                _number(cpu_off, 3),
+                *(number(run["p50_ms"], 2) for run in (on, off)),
+                *(number(run["p99_ms"], 2) for run in (on, off)),
+                number(cpu_on, 3),
+                number(cpu_off, 3),
                 "n/a" if cpu_on is None or cpu_off is None else f"{(cpu_on - cpu_off) * 1000:+.0f}",
                 str(on["errors"] + off["errors"]),
             ]
@@ -175,10 +161,7 @@ def results_markdown(results: dict[str, Any]) -> str:
     )
     return "\n".join(
         [
-            f"# Metrics on and off: {setup['started_at']}",
-            "",
-            f"Command: `{setup['command']}`",
-            "",
+            *results_heading("Metrics on and off", setup["started_at"], setup["command"]),
             f"- {setup['cpus']} CPUs; PostgreSQL {setup['postgresql']}, Python {setup['python']}, "
             f"Django {setup['django']}, prometheus-client {setup['prometheus_client']}; commit {setup['commit']}",
             f"- gunicorn -c deploy/gunicorn.conf.py config.wsgi:application: {gunicorn}",
@@ -188,29 +171,15 @@ def results_markdown(results: dict[str, Any]) -> str:
             "- cost: 1 - (on ÷ off), the throughput the metrics take; negative when the on runs were faster; "
             "app cpu: the gunicorn workers' CPU time per request",
             "",
-            "## Metrics on and off",
-            "",
-            as_markdown(metrics_table(results["runs"])),
-            "",
-            "## Every run",
-            "",
-            as_markdown(runs_table(results["runs"])),
-            "",
+            *markdown_section("## Metrics on and off", metrics_table(results["runs"])),
+            *markdown_section("## Every run", runs_table(results["runs"])),
         ]
     )
 
 
 def main(argv: list[str]) -> int:
     args = arguments(argv)
-    if args.profile:
-        py_spy_path()
-    with prepared(
-        postgres_url=args.postgres_url,
-        database=args.database,
-        configs=CONFIGS,
-        seeded=args.seeded,
-        keep=args.keep_database,
-    ) as ready:
+    with bench_prepared(args, CONFIGS, seeded=args.seeded) as ready:
         seed = ready.seed
         bench = MetricsBench(args, ready.server, ready.database_url, ready.token)
         runs = bench.rounds()
@@ -234,11 +203,7 @@ def main(argv: list[str]) -> int:
             directory=args.results_dir, name=args.results_name, data=results, markdown=results_markdown(results)
         )
         print(f"\nwrote {json_path} and {markdown_path}")
-        failed = sum(run["errors"] for run in runs)
-        if failed:
-            print(f"{failed} requests failed; see first_error above and {bench.log_path}", file=sys.stderr)
-            return 1
-        return 0
+        return 1 if bench.requests_failed(runs) else 0
 
 
 if __name__ == "__main__":

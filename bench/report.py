@@ -6,6 +6,7 @@ import json
 import os
 import platform
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,21 @@ from bench.connections import DEPLOYMENT
 from devtools import PROJECT_DIR
 
 Table = tuple[list[str], list[list[str]]]
+# A run's cpu_ms_per_request: its target's processes (none for raw SQL), the PostgreSQL backends, the load workers.
+CPU_PARTS = ("app", "db", "client")
 
 
-def _number(value: float | None, digits: int = 1) -> str:
+def number(value: float | None, digits: int = 1) -> str:
     return "n/a" if value is None else f"{value:,.{digits}f}"
+
+
+def yes(value: bool) -> str:
+    return "yes" if value else "**no**"
+
+
+def on_and_off(heading: str) -> list[str]:
+    """A measure's two column headings: with the state on, then off."""
+    return [f"{heading} on", f"{heading} off"]
 
 
 def _ratio(numerator: float | None, denominator: float | None) -> str:
@@ -53,18 +65,16 @@ def runs_table(runs: list[dict[str, Any]]) -> Table:
                 str(run["concurrency"]),
                 str(run["round"]),
                 run["label"],
-                _number(run["requests_per_second"]),
-                _number(run["subjects_per_second"], 0),
-                _number(run["p50_ms"], 2),
-                _number(run["p95_ms"], 2),
-                _number(run["p99_ms"], 2),
+                number(run["requests_per_second"]),
+                number(run["subjects_per_second"], 0),
+                number(run["p50_ms"], 2),
+                number(run["p95_ms"], 2),
+                number(run["p99_ms"], 2),
                 str(run["errors"]),
-                _number(run["transactions_per_request"], 2),
-                _number(cpu["app"], 2),
-                _number(cpu["db"], 2),
-                _number(cpu["client"], 2),
-                _number(run["machine_busy_cores"], 2),
-                _number(run["other_cores"], 2),
+                number(run["transactions_per_request"], 2),
+                *(number(cpu[part], 2) for part in CPU_PARTS),
+                number(run["machine_busy_cores"], 2),
+                number(run["other_cores"], 2),
             ]
         )
     return header, rows
@@ -103,41 +113,48 @@ def medians(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for key in _MEDIAN_KEYS:
             record[key] = _median([run.get(key) for run in group])
         record["cpu_ms_per_request"] = {
-            part: _median([run["cpu_ms_per_request"][part] for run in group]) for part in ("app", "db", "client")
+            part: _median([run["cpu_ms_per_request"][part] for run in group]) for part in CPU_PARTS
         }
         summary.append(record)
     return summary
 
 
-def _throughput(run: dict[str, Any] | None) -> float | None:
+def throughput(run: dict[str, Any] | None) -> float | None:
+    """Subjects per second for the scenarios of many subjects per request, requests per second otherwise."""
     if run is None:
         return None
     return run["subjects_per_second"] if run["per_subject"] else run["requests_per_second"]
 
 
-def _ratio_per_round(runs: list[dict[str, Any]], service: dict[str, Any] | None) -> str:
-    """The median over rounds of the service's throughput divided by the minimal app's in the same round.
+def unit(run: dict[str, Any]) -> str:
+    """What throughput counts for the run."""
+    return "subjects/s" if run["per_subject"] else "req/s"
+
+
+def per_round_ratio(runs: Iterable[dict[str, Any]], references: Iterable[dict[str, Any]]) -> float | None:
+    """The median over rounds of each run's throughput divided by its reference's in the same round.
 
     The two ran one after the other within a round, so a disturbance of the shared
     machine that lasts a round hits both; medians taken separately could come
     from different rounds.
     """
+    by_round = {reference["round"]: throughput(reference) for reference in references}
+    return _median([throughput(run) / by_round[run["round"]] for run in runs if by_round.get(run["round"])])
+
+
+def _service_ratio(runs: list[dict[str, Any]], service: dict[str, Any] | None) -> str:
+    """The service's throughput over the minimal app's of the same scenario, concurrency and trigger state."""
     if service is None:
         return "n/a"
     key = (service["scenario"], service["concurrency"], service["count_triggers"])
-    minimal = {
-        run["round"]: _throughput(run)
-        for run in runs
-        if run["target"] == "minimal" and (run["scenario"], run["concurrency"], run["count_triggers"]) == key
-    }
-    ratios = [
-        _throughput(run) / minimal[run["round"]]
-        for run in runs
-        if run["label"] == service["label"]
-        and (run["scenario"], run["concurrency"]) == key[:2]
-        and minimal.get(run["round"])
-    ]
-    ratio = _median(ratios)
+    ratio = per_round_ratio(
+        (run for run in runs if run["label"] == service["label"] and (run["scenario"], run["concurrency"]) == key[:2]),
+        (
+            run
+            for run in runs
+            if run["target"] == "minimal" and (run["scenario"], run["concurrency"], run["count_triggers"]) == key
+        ),
+    )
     return "n/a" if ratio is None else f"{ratio:.2f}"
 
 
@@ -183,15 +200,13 @@ def main_table(runs: list[dict[str, Any]]) -> Table:
                 [
                     name,
                     str(concurrency),
-                    "subjects/s" if any_run["per_subject"] else "req/s",
-                    _number(_throughput(baseline), 0),
-                    _number(_throughput(minimal), 0),
-                    _number(_throughput(service), 0),
-                    _ratio_per_round(runs, service),
-                    _number(service and service["p50_ms"], 2),
-                    _number(service and service["p99_ms"], 2),
-                    _number(cpu.get("app"), 2),
-                    _number(cpu.get("db"), 2),
+                    unit(any_run),
+                    *(number(throughput(run), 0) for run in (baseline, minimal, service)),
+                    _service_ratio(runs, service),
+                    number(service and service["p50_ms"], 2),
+                    number(service and service["p99_ms"], 2),
+                    number(cpu.get("app"), 2),
+                    number(cpu.get("db"), 2),
                     str(sum(run["errors"] for run in (baseline, minimal, service) if run is not None)),
                 ]
             )
@@ -235,40 +250,28 @@ def gates_table(runs: list[dict[str, Any]]) -> Table:
         return run["concurrency"], run["label"], run["count_triggers"]
 
     summary = {(run["scenario"], *place(run)): run for run in medians(runs)}
-    per_round = {(run["scenario"], *place(run), run["round"]): _throughput(run) for run in runs}
     rows = []
     for gated in summary.values():
         reference = summary.get((gated.get("reference"), *place(gated)))
         if reference is None:
             continue
-        ratios = [
-            _throughput(run) / per_round[(reference["scenario"], *place(run), run["round"])]
-            for run in runs
-            if (run["scenario"], *place(run)) == (gated["scenario"], *place(gated))
-            and per_round.get((reference["scenario"], *place(run), run["round"]))
-        ]
-        ratio = _median(ratios)
-        cpu, reference_cpu = gated["cpu_ms_per_request"], reference["cpu_ms_per_request"]
+        ratio = per_round_ratio(
+            (run for run in runs if (run["scenario"], *place(run)) == (gated["scenario"], *place(gated))),
+            (run for run in runs if (run["scenario"], *place(run)) == (reference["scenario"], *place(gated))),
+        )
+        both = (reference, gated)
         rows.append(
             [
                 gated["scenario"],
                 reference["scenario"],
                 str(gated["concurrency"]),
                 gated["label"],
-                "subjects/s" if gated["per_subject"] else "req/s",
-                _number(_throughput(reference), 0),
-                _number(_throughput(gated), 0),
+                unit(gated),
+                *(number(throughput(run), 0) for run in both),
                 "n/a" if ratio is None else f"{ratio:.2f}",
-                _number(reference["stored_share"], 2),
-                _number(gated["stored_share"], 2),
-                _number(reference["p50_ms"], 2),
-                _number(gated["p50_ms"], 2),
-                _number(reference_cpu["app"], 2),
-                _number(cpu["app"], 2),
-                _number(reference_cpu["db"], 2),
-                _number(cpu["db"], 2),
-                _number(reference_cpu["client"], 2),
-                _number(cpu["client"], 2),
+                *(number(run["stored_share"], 2) for run in both),
+                *(number(run["p50_ms"], 2) for run in both),
+                *(number(run["cpu_ms_per_request"][part], 2) for part in CPU_PARTS for run in both),
             ]
         )
     return header, rows
@@ -301,13 +304,10 @@ def count_triggers_table(runs: list[dict[str, Any]]) -> Table:
         "scenario",
         "clients",
         "target",
-        "req/s on",
-        "req/s off",
+        *on_and_off("req/s"),
         "off / on (req/s)",
-        "p50 ms on",
-        "p50 ms off",
-        "db cpu ms/req on",
-        "db cpu ms/req off",
+        *on_and_off("p50 ms"),
+        *on_and_off("db cpu ms/req"),
         "on - off (db cpu ms)",
     ]
     summary = medians(runs)
@@ -327,13 +327,11 @@ def count_triggers_table(runs: list[dict[str, Any]]) -> Table:
                 on["scenario"],
                 str(on["concurrency"]),
                 on["label"],
-                _number(on["requests_per_second"]),
-                _number(other["requests_per_second"]),
+                *(number(run["requests_per_second"]) for run in (on, other)),
                 _ratio(other["requests_per_second"], on["requests_per_second"]),
-                _number(on["p50_ms"], 2),
-                _number(other["p50_ms"], 2),
-                _number(db_on, 2),
-                _number(db_off, 2),
+                *(number(run["p50_ms"], 2) for run in (on, other)),
+                number(db_on, 2),
+                number(db_off, 2),
                 "n/a" if db_on is None or db_off is None else f"{db_on - db_off:+.2f}",
             ]
         )
@@ -389,39 +387,18 @@ def _gunicorn_text(entry: dict[str, Any]) -> str:
     )
 
 
-def _count_triggers_section(runs: list[dict[str, Any]]) -> list[str]:
-    table = count_triggers_table(runs)
-    if not table[1]:
-        return []
-    return ["## Count triggers on and off", "", as_markdown(table), ""]
+def results_heading(title: str, started_at: str, command: str) -> list[str]:
+    """The first lines of every benchmark's markdown: what ran, when, and the command that ran it."""
+    return [f"# {title}: {started_at}", "", f"Command: `{command}`", ""]
 
 
-def _gates_section(runs: list[dict[str, Any]]) -> list[str]:
-    table = gates_table(runs)
-    if not table[1]:
-        return []
-    return [
-        "## With gates and without (each gated scenario beside the same request to an experiment without gates)",
-        "",
-        as_markdown(table),
-        "",
-    ]
+def markdown_section(heading: str, table: Table) -> list[str]:
+    return [heading, "", as_markdown(table), ""]
 
 
-def _statements_section(counts: list[dict[str, Any]]) -> list[str]:
-    if not counts:
-        return []
-    return [
-        "## SQL statements per request (in-process, Django's CaptureQueriesContext; /healthz's own connection "
-        "is not seen)",
-        "",
-        as_markdown(statements_table(counts)),
-        "",
-    ]
-
-
-def _yes(value: bool) -> str:
-    return "yes" if value else "**no**"
+def _section_if_rows(heading: str, table: Table) -> list[str]:
+    """The section, or nothing where the runs had no row for its table (such as no gated scenario)."""
+    return markdown_section(heading, table) if table[1] else []
 
 
 def _links_lines(links: dict[str, Any] | None) -> list[str]:
@@ -432,7 +409,7 @@ def _links_lines(links: dict[str, Any] | None) -> list[str]:
         f"{row['experiment']} {'pool' if row['pool'] else 'unlinked'} cookies {row['source']}: {row['assignments']:,}"
         for row in links["outcome"]["counts"]
     )
-    as_expected = _yes(links["outcome"]["as_expected"])
+    as_expected = yes(links["outcome"]["as_expected"])
     return [
         f"- identifier links: {links['links']:,} at the start ({links['linked_users']:,} seeded users, each linked to "
         f"two cookies, one in ten shared with the next user; the first cookie of each assigned in banner-copy and "
@@ -448,13 +425,10 @@ def results_markdown(results: dict[str, Any]) -> str:
     seed, end = setup["seed"], setup["end"]
     gunicorn_lines = [f"- gunicorn {setup['gunicorn_version']}: {_gunicorn_text(entry)}" for entry in setup["gunicorn"]]
     lines = [
-        f"# Assignment hot path benchmark: {setup['started_at']}",
-        "",
-        f"Command: `{setup['command']}`",
-        "",
+        *results_heading("Assignment hot path benchmark", setup["started_at"], setup["command"]),
         "## Machine",
         "",
-        f"- CPU: {machine['cpu_model']}, {machine['cores']} cores, {machine['memory_gib']} GiB RAM",
+        f"- CPU: {machine_text(machine)}",
         f"- OS: {machine['os']}",
         f"- PostgreSQL {setup['postgresql']}, Python {setup['python']}, Django {setup['django']}",
         f"- database layout: {setup['layout']}",
@@ -468,24 +442,28 @@ def results_markdown(results: dict[str, Any]) -> str:
         "clients on the same machine, each client process keeping its connection open.",
         f"- assignments_assignment: {seed['assignments']:,} rows at the start ({seed['copied']:,} seeded by COPY "
         f"in {seed['seconds']:.0f} s), {end['assignments']:,} at the end; reads draw from {seed['seeded']:,} "
-        f"seeded subjects; assignment counts exact at the start {_yes(seed['counts_exact'])}, at the end "
-        f"{_yes(end['counts_exact'])}.",
+        f"seeded subjects; assignment counts exact at the start {yes(seed['counts_exact'])}, at the end "
+        f"{yes(end['counts_exact'])}.",
         *_links_lines(setup.get("links")),
         f"- {', '.join(map(str, setup['concurrency']))} concurrent clients; {setup['warmup']} s warm-up and "
         f"{setup['duration']} s measured per run; {setup['repeat']} round(s), the targets alternating within "
         "each; tables other than the last show each target's median.",
         "",
-        "## Raw SQL, minimal app and service",
-        "",
-        as_markdown(main_table(results["runs"])),
-        "",
-        *_gates_section(results["runs"]),
-        *_count_triggers_section(results["runs"]),
-        "## Every run (cpu ms per request: app = gunicorn workers, db = PostgreSQL backends)",
-        "",
-        as_markdown(runs_table(results["runs"])),
-        "",
-        *_statements_section(results["statements"]),
+        *markdown_section("## Raw SQL, minimal app and service", main_table(results["runs"])),
+        *_section_if_rows(
+            "## With gates and without (each gated scenario beside the same request to an experiment without gates)",
+            gates_table(results["runs"]),
+        ),
+        *_section_if_rows("## Count triggers on and off", count_triggers_table(results["runs"])),
+        *markdown_section(
+            "## Every run (cpu ms per request: app = gunicorn workers, db = PostgreSQL backends)",
+            runs_table(results["runs"]),
+        ),
+        *_section_if_rows(
+            "## SQL statements per request (in-process, Django's CaptureQueriesContext; /healthz's own connection "
+            "is not seen)",
+            statements_table(results["statements"]),
+        ),
     ]
     return "\n".join(lines)
 
@@ -536,3 +514,7 @@ def machine() -> dict[str, str | int | None]:
         "memory_gib": None if memory_kib is None else round(int(memory_kib.split()[0]) / 1024**2, 1),
         "os": f"{_os_name()}, Linux {platform.release()}",
     }
+
+
+def machine_text(machine: dict[str, Any]) -> str:
+    return f"{machine['cpu_model']}, {machine['cores']} cores, {machine['memory_gib']} GiB RAM"

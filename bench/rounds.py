@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib
 import os
 import secrets
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -25,10 +27,11 @@ from bench.baseline import BaselineWorker, Experiment, experiments_read
 from bench.client import HttpWorker
 from bench.connections import CONNECTION_MODES, DEPLOYMENT
 from bench.cpu import CpuWindow, CpuWindows
-from bench.database import DatabaseServer
+from bench.database import DatabaseServer, postgres_url_argument
 from bench.load import LoadResult, load_run
 from bench.pools import Pool
-from bench.profile import profile_summary, profilers_start
+from bench.preparation import Prepared, prepared
+from bench.profile import profile_summary, profilers_start, py_spy_path
 from bench.scenarios import ASSIGN, EXPERIMENT_ID, HEALTHZ, SCENARIOS, SUBJECT, Scenario, SubjectIds
 from bench.server import MINIMAL_APP, gunicorn, worker_pids
 from bench.wrk import wrk_run
@@ -77,11 +80,9 @@ def _concurrencies(raw: str) -> list[int]:
 
 def shared_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of the bench database, the load and the results; callers set their own defaults."""
-    parser.add_argument(
-        "--postgres-url",
-        default=os.environ.get("BENCH_POSTGRES_URL", "postgres://root@127.0.0.1:5432/postgres"),
-        help="a maintenance database on the server to use (env BENCH_POSTGRES_URL); the bench database "
-        "is created beside it",
+    postgres_url_argument(
+        parser,
+        "a maintenance database on the server to use (env BENCH_POSTGRES_URL); the bench database is created beside it",
     )
     parser.add_argument("--database", help="name of the bench database")
     parser.add_argument("--keep-database", action="store_true", help="do not drop the database at the end")
@@ -103,29 +104,29 @@ def shared_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--duration", type=float, help="measured seconds per run")
     parser.add_argument("--warmup", type=float, default=2.0, help="unmeasured seconds before each run")
-    parser.add_argument(
-        "--scenarios",
-        type=lambda raw: _choices(raw, SCENARIOS, "--scenarios"),
-        help=f"comma-separated, from {','.join(SCENARIOS)}",
-    )
-    parser.add_argument(
-        "--targets",
-        type=lambda raw: _choices(raw, TARGETS, "--targets"),
-        help="comma-separated, from baseline (raw SQL over psycopg, no HTTP), minimal (bench/minimal_app.py: "
-        "plain WSGI under the same gunicorn) and service (config.wsgi under gunicorn, as deployed)",
-    )
-    parser.add_argument(
-        "--connections",
-        type=lambda raw: _choices(raw, CONNECTION_MODES, "--connections"),
-        help=f"the service's database connection handling, comma-separated, from {','.join(CONNECTION_MODES)}: "
-        f"{DEPLOYMENT} is config.settings as is; the others are variations of it (bench/connections.py)",
-    )
-    parser.add_argument(
-        "--count-triggers",
-        type=lambda raw: _choices(raw, COUNT_TRIGGER_STATES, "--count-triggers"),
-        help="run every target with the assignment count triggers on, off (ALTER TABLE ... DISABLE TRIGGER USER "
-        "for the run) or both, side by side: on,off",
-    )
+    # The options that take a comma-separated choice of several: what they choose from, and their help.
+    for option, allowed, help_text in (
+        ("--scenarios", SCENARIOS, f"comma-separated, from {','.join(SCENARIOS)}"),
+        (
+            "--targets",
+            TARGETS,
+            "comma-separated, from baseline (raw SQL over psycopg, no HTTP), minimal (bench/minimal_app.py: "
+            "plain WSGI under the same gunicorn) and service (config.wsgi under gunicorn, as deployed)",
+        ),
+        (
+            "--connections",
+            CONNECTION_MODES,
+            f"the service's database connection handling, comma-separated, from {','.join(CONNECTION_MODES)}: "
+            f"{DEPLOYMENT} is config.settings as is; the others are variations of it (bench/connections.py)",
+        ),
+        (
+            "--count-triggers",
+            COUNT_TRIGGER_STATES,
+            "run every target with the assignment count triggers on, off (ALTER TABLE ... DISABLE TRIGGER USER "
+            "for the run) or both, side by side: on,off",
+        ),
+    ):
+        parser.add_argument(option, type=functools.partial(_choices, allowed=allowed, what=option), help=help_text)
     parser.add_argument(
         "--load",
         choices=LOADS,
@@ -152,14 +153,31 @@ def shared_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def seeded_check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.seeded < 1000:
+        parser.error("--seeded must be at least 1000: the 1000-existing scenario samples that many")
+
+
+def bench_prepared(
+    args: argparse.Namespace, configs: Sequence[Path], **options: Any
+) -> contextlib.AbstractContextManager[Prepared]:
+    """The bench database of the shared options (preparation.prepared), once py-spy is found if --profile asks for
+    it: a missing py-spy stops the benchmark before it prepares anything."""
+    if args.profile:
+        py_spy_path()
+    return prepared(
+        postgres_url=args.postgres_url, database=args.database, configs=configs, keep=args.keep_database, **options
+    )
+
+
 def _run_record(
-    *,
-    round_number: int,
     scenario: Scenario,
     concurrency: int,
+    round_number: int,
+    count_triggers: str,
+    *,
     target: str,
     connections: str | None,
-    count_triggers: str,
     gunicorn_used: dict[str, Any] | None,
     result: LoadResult,
     prefix: str,
@@ -369,6 +387,19 @@ class Bench:
             print(f"    profile: {self.profile_dir / profile_name}.txt", flush=True)
         return result, app, db
 
+    def requests_failed(self, runs: list[dict[str, Any]]) -> bool:
+        """Whether a request of the runs failed, said on standard error with where to look."""
+        failed = sum(run["errors"] for run in runs)
+        if failed:
+            print(f"{failed} requests failed; see first_error above and {self.log_path}", file=sys.stderr)
+        return bool(failed)
+
+    def _transactions_since(self, before: int) -> int:
+        """The bench database's transactions since the count `before`, counted once the run's connections are gone:
+        backends flush their statistics when they exit."""
+        self.server.wait_without_clients(self.args.database)
+        return self.server.transactions(self.args.database) - before
+
     def baseline(self, scenario: Scenario, concurrency: int, round_number: int, count_triggers: str) -> dict[str, Any]:
         before = self.server.transactions(self.args.database)
         prefix = self._prefix(scenario, f"baseline{_state_suffix(count_triggers)}", concurrency, round_number)
@@ -381,18 +412,17 @@ class Bench:
             )
 
         result, _, db = self._measure(make_worker=make_worker, concurrency=concurrency, app_pids=list, app_parent=None)
-        self.server.wait_without_clients(self.args.database)
         return _run_record(
-            round_number=round_number,
-            scenario=scenario,
-            concurrency=concurrency,
+            scenario,
+            concurrency,
+            round_number,
+            count_triggers,
             target="baseline",
             connections=None,
-            count_triggers=count_triggers,
             gunicorn_used=None,
             result=result,
             prefix=prefix,
-            transactions=self.server.transactions(self.args.database) - before,
+            transactions=self._transactions_since(before),
             app_cpu=None,
             db_cpu=db.processes,
             machine_busy_cores=db.machine_busy_cores,
@@ -474,19 +504,17 @@ class Bench:
                 profile_name=prefix if self.args.profile and target == "service" else None,
                 drive=drive if self.args.load == "wrk" else None,
             )
-        # Backends flush their statistics when they exit: count once gunicorn's connections are gone.
-        self.server.wait_without_clients(self.args.database)
         return _run_record(
-            round_number=round_number,
-            scenario=scenario,
-            concurrency=concurrency,
+            scenario,
+            concurrency,
+            round_number,
+            count_triggers,
             target=target,
             connections=connections,
-            count_triggers=count_triggers,
             gunicorn_used=asdict(settings),
             result=result,
             prefix=prefix,
-            transactions=self.server.transactions(self.args.database) - before,
+            transactions=self._transactions_since(before),
             app_cpu=app.processes,
             db_cpu=db.processes,
             machine_busy_cores=app.machine_busy_cores,

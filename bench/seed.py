@@ -24,6 +24,10 @@ COPY = "COPY assignments_assignment (experiment_id, subject_id, variant_id, coho
 SEEDED = "SELECT count(*) FROM assignments_assignment WHERE experiment_id = %s AND subject_id LIKE 'seed-%%'"
 
 
+# What a run reports when counts_exact says no.
+COUNTS_NOT_EXACT = "assignments_assignmentcount does not add up to the assignments"
+
+
 def counts_exact(connection: psycopg.Connection) -> bool:
     """Whether the trigger-kept counts add up to the assignments, per experiment."""
     counted = connection.execute(

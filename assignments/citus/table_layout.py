@@ -19,6 +19,7 @@ from django.db import connection, transaction
 from psycopg import sql
 
 from core.citus import citus_version, distributed_forget
+from idlinks.models import IdentifierLink
 
 
 class NotCitus(Exception):
@@ -50,7 +51,8 @@ class Distributed:
 DISTRIBUTED_TABLES = (
     Distributed("assignments_assignment", "subject_id", "default"),
     Distributed("assignments_assignmentcount", "shard", "assignments_assignment"),
-    Distributed("idlinks_identifierlink", "subject_id_a", "assignments_assignment"),
+    # idlinks' table, named by its model: by side a, each link beside its subject's assignments.
+    Distributed(IdentifierLink._meta.db_table, "subject_id_a", "assignments_assignment"),
 )
 
 # On a shard of assignments_assignment, the trigger functions of migration 0006 would

@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from bench.admin.dataset import OLDER_EXPERIMENT, dataset_load, sample_subject
 from bench.admin.pages import TARGET_MS, admin_pages, pages_measure
-from bench.preparation import prepared
-from bench.profile import py_spy_path
 from bench.report import (
     Table,
     as_markdown,
@@ -29,10 +26,14 @@ from bench.report import (
     count_triggers_table,
     gunicorn_used,
     main_table,
+    markdown_section,
+    number,
     results_files_write,
+    results_heading,
     runs_table,
+    yes,
 )
-from bench.rounds import Bench, HelpFormatter, shared_arguments
+from bench.rounds import Bench, HelpFormatter, bench_prepared, shared_arguments
 from bench.scenarios import EXPERIMENT_ID
 from devtools import PROJECT_DIR
 
@@ -67,11 +68,7 @@ def arguments(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = arguments(argv)
-    if args.profile:
-        py_spy_path()
-    with prepared(
-        postgres_url=args.postgres_url, database=args.database, configs=CONFIGS, keep=args.keep_database
-    ) as ready:
+    with bench_prepared(args, CONFIGS) as ready:
         database_url = ready.database_url
         print(f"loading {args.assignments:,} assignments into {EXPERIMENT_ID}", flush=True)
         load = dataset_load(database_url=database_url, assignments=args.assignments)
@@ -118,20 +115,12 @@ def main(argv: list[str]) -> int:
             directory=args.results_dir, name=args.results_name, results=results
         )
         print(f"\nwrote {json_path} and {markdown_path}")
-        failed = sum(run["errors"] for run in runs)
-        if failed:
-            print(f"{failed} requests failed; see first_error above and {bench.log_path}", file=sys.stderr)
-            return 1
-        return 0
+        return 1 if bench.requests_failed(runs) else 0
 
 
 # The results: printed tables, and bench/results/<name>.md and .json.
 
 SQL_CHARACTERS = 1500
-
-
-def _ms(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:,.1f}"
 
 
 def load_table(load: dict[str, Any]) -> Table:
@@ -165,7 +154,7 @@ def pages_table(pages: list[dict[str, Any]]) -> Table:
     for page in pages:
         if page["status"] != 200:
             status = f"{page['status']} {page['error'] or ''}".strip()
-            rows.append([page["title"], f"`{page['path']}`", status, _ms(page["cold_ms"]), "", "", "", "", "n/a"])
+            rows.append([page["title"], f"`{page['path']}`", status, number(page["cold_ms"]), "", "", "", "", "n/a"])
             continue
         first, *warm = page["queries"]
         queries = str(warm[-1]) if first == warm[-1] else f"{warm[-1]} (first: {first})"
@@ -174,12 +163,12 @@ def pages_table(pages: list[dict[str, Any]]) -> Table:
                 page["title"] + ("" if page["shows_expected"] else " (not the expected content)"),
                 f"`{page['path']}`",
                 str(page["status"]) + (f" ({page['failed_runs']} later failed)" if page["failed_runs"] else ""),
-                _ms(page["cold_ms"]),
-                _ms(page["median_ms"]),
+                number(page["cold_ms"]),
+                number(page["median_ms"]),
                 queries,
-                _ms(page["cold_sql_ms"]),
-                _ms(page["sql_median_ms"]),
-                "yes" if page["median_ms"] < TARGET_MS and page["cold_ms"] < TARGET_MS else "**no**",
+                number(page["cold_sql_ms"]),
+                number(page["sql_median_ms"]),
+                yes(page["median_ms"] < TARGET_MS and page["cold_ms"] < TARGET_MS),
             ]
         )
     return header, rows
@@ -205,10 +194,7 @@ def results_markdown(results: dict[str, Any]) -> str:
     setup, load = results["setup"], results["load"]
     mebibytes = 1024 * 1024
     lines = [
-        f"# Staff console benchmark: {setup['started_at']}",
-        "",
-        f"Command: `{setup['command']}`",
-        "",
+        *results_heading("Staff console benchmark", setup["started_at"], setup["command"]),
         f"Machine: {setup['cpus']} CPUs, PostgreSQL {setup['postgresql']}, Python {setup['python']}, "
         f"Django {setup['django']}, commit {setup['commit']}.",
         "",
@@ -222,25 +208,19 @@ def results_markdown(results: dict[str, Any]) -> str:
         "",
         as_markdown(load_table(load)),
         "",
-        f"## Pages (superuser, in-process test client, {setup['page_runs']} warm runs after the first)",
-        "",
-        as_markdown(pages_table(results["pages"])),
-        "",
+        *markdown_section(
+            f"## Pages (superuser, in-process test client, {setup['page_runs']} warm runs after the first)",
+            pages_table(results["pages"]),
+        ),
     ]
     if results["runs"]:
         lines += [
-            "## Hot path with and without the count triggers (medians of the rounds)",
-            "",
-            as_markdown(count_triggers_table(results["runs"])),
-            "",
-            "### Raw SQL and service",
-            "",
-            as_markdown(main_table(results["runs"])),
-            "",
-            "### Every run",
-            "",
-            as_markdown(runs_table(results["runs"])),
-            "",
+            *markdown_section(
+                "## Hot path with and without the count triggers (medians of the rounds)",
+                count_triggers_table(results["runs"]),
+            ),
+            *markdown_section("### Raw SQL and service", main_table(results["runs"])),
+            *markdown_section("### Every run", runs_table(results["runs"])),
         ]
     lines += [
         "## Plans: EXPLAIN (ANALYZE, BUFFERS) of each page's slowest read and of its reads of the big tables",

@@ -19,18 +19,21 @@ except the ones an experiment sets (named in its options).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import os
 import platform
 import secrets
 import sys
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from bench.database import DatabaseServer
+from bench.database import DatabaseServer, postgres_url_argument
 from bench.reliability.findings import Findings, results_write
 from bench.reliability.outage import OutageOptions, outage_findings, run_outage
 from bench.reliability.race import RaceOptions, race_findings, run_race
@@ -78,10 +81,9 @@ def arguments(argv: list[str]) -> argparse.Namespace:
         default=list(EXPERIMENTS),
         help=f"the experiments to run, comma-separated, from {','.join(EXPERIMENTS)}",
     )
-    parser.add_argument(
-        "--postgres-url",
-        default=os.environ.get("BENCH_POSTGRES_URL", "postgres://root@127.0.0.1:5432/postgres"),
-        help="a maintenance database on the server the race and the soak use (env BENCH_POSTGRES_URL); their "
+    postgres_url_argument(
+        parser,
+        "a maintenance database on the server the race and the soak use (env BENCH_POSTGRES_URL); their "
         "databases are created beside it and dropped at the end. The outage runs its own cluster",
     )
     race = parser.add_argument_group("race")
@@ -138,47 +140,42 @@ def _log_path(name: str) -> Path:
     return path
 
 
-def _race(args: argparse.Namespace, secret_key: str, run_id: str) -> tuple[dict[str, Any], Findings]:
-    options = RaceOptions(
-        servers=args.race_servers,
-        workers=args.race_workers,
-        clients=args.race_clients,
-        seconds=args.race_seconds,
-        subjects=args.race_subjects,
-        batch=args.race_batch,
+@dataclass(frozen=True)
+class ExperimentRun:
+    # Made of the experiment's own options: --<name>-<field> for each of its fields.
+    options: type
+    run: Callable[..., dict[str, Any]]
+    findings: Callable[[dict[str, Any]], Findings]
+    # On a database beside --postgres-url; the outage runs a private cluster of its own.
+    on_server: bool
+
+
+RUNS = {
+    "race": ExperimentRun(RaceOptions, run_race, race_findings, on_server=True),
+    "outage": ExperimentRun(OutageOptions, run_outage, outage_findings, on_server=False),
+    "soak": ExperimentRun(SoakOptions, run_soak, soak_findings, on_server=True),
+}
+
+
+def _own_options(args: argparse.Namespace, name: str) -> dict[str, Any]:
+    """The experiment's own options, as given or defaulted, without their prefix."""
+    prefix = f"{name}_"
+    return {key.removeprefix(prefix): value for key, value in vars(args).items() if key.startswith(prefix)}
+
+
+def _experiment_run(
+    name: str, args: argparse.Namespace, secret_key: str, run_id: str
+) -> tuple[dict[str, Any], Findings]:
+    experiment = RUNS[name]
+    run = functools.partial(
+        experiment.run, experiment.options(**_own_options(args, name)), secret_key=secret_key, run_id=run_id
     )
-    server = DatabaseServer(args.postgres_url)
-    try:
-        result = run_race(options, server=server, secret_key=secret_key, log_path=_log_path("race"), run_id=run_id)
-    finally:
-        server.close()
-    return result, race_findings(result)
-
-
-def _outage(args: argparse.Namespace, secret_key: str, run_id: str) -> tuple[dict[str, Any], Findings]:
-    options = OutageOptions(
-        clients=args.outage_clients, before=args.outage_before, seconds=args.outage_seconds, after=args.outage_after
-    )
-    result = run_outage(options, secret_key=secret_key, log_path=_log_path("outage"), run_id=run_id)
-    return result, outage_findings(result)
-
-
-def _soak(args: argparse.Namespace, secret_key: str, run_id: str) -> tuple[dict[str, Any], Findings]:
-    options = SoakOptions(
-        seconds=args.soak_seconds,
-        clients=args.soak_clients,
-        interval=args.soak_interval,
-        max_requests=args.soak_max_requests,
-    )
-    server = DatabaseServer(args.postgres_url)
-    try:
-        result = run_soak(options, server=server, secret_key=secret_key, log_path=_log_path("soak"), run_id=run_id)
-    finally:
-        server.close()
-    return result, soak_findings(result)
-
-
-RUNS = {"race": _race, "outage": _outage, "soak": _soak}
+    if experiment.on_server:
+        with contextlib.closing(DatabaseServer(args.postgres_url)) as server:
+            result = run(server=server, log_path=_log_path(name))
+    else:
+        result = run(log_path=_log_path(name))
+    return result, experiment.findings(result)
 
 
 def main(argv: list[str]) -> int:
@@ -201,7 +198,7 @@ def main(argv: list[str]) -> int:
     for name in (name for name in EXPERIMENTS if name in args.only):
         print(f"\n{name}: {arguments_used(args, name)}", flush=True)
         try:
-            result, found = RUNS[name](args, secret_key, run_id)
+            result, found = _experiment_run(name, args, secret_key, run_id)
         except Exception as error:
             traceback.print_exc()
             result = {"failures": [f"the experiment stopped: {type(error).__name__}: {error}"]}
@@ -221,5 +218,4 @@ def main(argv: list[str]) -> int:
 
 def arguments_used(args: argparse.Namespace, name: str) -> str:
     """The experiment's own options, as given or defaulted."""
-    prefix = f"{name}_"
-    return " ".join(f"--{key.replace('_', '-')} {value}" for key, value in vars(args).items() if key.startswith(prefix))
+    return " ".join(f"--{name}-{key.replace('_', '-')} {value}" for key, value in _own_options(args, name).items())

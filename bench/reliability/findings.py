@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.report import Table, as_markdown, as_text, results_files_write
+from bench.report import Table, as_text, machine_text, markdown_section, number, results_files_write, results_heading
 
 
 @dataclass
@@ -33,16 +33,12 @@ class Findings:
     def markdown(self) -> str:
         lines = [f"## {self.title}", "", *(f"- {fact}" for fact in self.facts), ""]
         for caption, table in self.tables:
-            lines += [f"{caption}", "", as_markdown(table), ""]
+            lines += markdown_section(caption, table)
         if self.failures:
             lines += ["**Failed checks:**", "", *(f"- {failure}" for failure in self.failures), ""]
         else:
             lines += ["All checks passed.", ""]
         return "\n".join(lines)
-
-
-def number(value: float | None, digits: int = 1) -> str:
-    return "n/a" if value is None else f"{value:,.{digits}f}"
 
 
 def latency_text(latency: dict[str, float | None]) -> str:
@@ -53,16 +49,39 @@ def counts_text(counts: dict[str, int]) -> str:
     return "; ".join(f"{what}: {count:,}" for what, count in counts.items()) or "none"
 
 
+def traffic_facts(result: dict[str, Any]) -> list[str]:
+    """What the clients of a Traffic sent and were answered (its summary)."""
+    return [
+        f"{result['requests']:,} requests in {result['seconds']:.1f} s ({result['requests_per_second']:,.1f}/s), "
+        f"{result['errors']:,} errors; answers: {counts_text(result['outcomes'])}",
+        f"latency {latency_text(result['latency_ms'])}",
+        f"requests sent again after the server closed a kept connection: {result['retried_on_closed_connection']:,}",
+    ]
+
+
+def failed_requests(result: dict[str, Any]) -> list[str]:
+    """The failure of an experiment in which a request failed, with what the answers were."""
+    if not result["errors"]:
+        return []
+    return [f"{result['errors']:,} requests failed: {counts_text(result['outcomes'])}"]
+
+
+def several_variants(result: dict[str, Any], *, examples: str | None = None) -> list[str]:
+    """The failure of an experiment that saw a subject answered with two variants, with the result's `examples`."""
+    count = result["subjects_with_several_variants"]
+    if not count:
+        return []
+    failure = f"{count:,} subjects answered with more than one variant"
+    return [failure if examples is None else f"{failure}, e.g. {result[examples]}"]
+
+
 def results_write(
     *, directory: Path, name: str, setup: dict[str, Any], results: dict[str, Any], findings: list[Findings]
 ) -> tuple[Path, Path]:
     machine = setup["machine"]
     lines = [
-        f"# Reliability: {setup['started_at']}",
-        "",
-        f"Command: `{setup['command']}`",
-        "",
-        f"- CPU: {machine['cpu_model']}, {machine['cores']} cores, {machine['memory_gib']} GiB RAM; {machine['os']}",
+        *results_heading("Reliability", setup["started_at"], setup["command"]),
+        f"- CPU: {machine_text(machine)}; {machine['os']}",
         f"- Python {setup['python']}, Django {setup['django']}, gunicorn {setup['gunicorn']}",
         f"- commit {setup['commit']}",
         "",

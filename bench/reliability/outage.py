@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.reliability.deployment import gunicorns, service_env, service_prepare
-from bench.reliability.findings import Findings, counts_text, latency_text, number
+from bench.reliability.findings import Findings, counts_text, latency_text, several_variants
 from bench.reliability.traffic import Answers, MixedPlan, Record, Traffic, assignments_ask, latency_ms, outcomes
+from bench.report import number
 from devtools.cluster import private_cluster
 
 RECOVERY_LIMIT_SECONDS = 30.0
@@ -184,9 +185,7 @@ def _failures(result: dict[str, Any]) -> list[str]:
             f"{result['subjects_changed']:,} subjects assigned before the outage have another variant now "
             f"(before, after), e.g. {result['changed_examples']}"
         )
-    if result["subjects_with_several_variants"]:
-        failures.append(f"{result['subjects_with_several_variants']:,} subjects answered with more than one variant")
-    return failures
+    return failures + several_variants(result)
 
 
 def outage_findings(result: dict[str, Any]) -> Findings:

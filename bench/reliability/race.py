@@ -27,9 +27,9 @@ import psycopg
 
 from bench.database import DatabaseServer
 from bench.reliability.deployment import gunicorns, service_env, service_prepare
-from bench.reliability.findings import Findings, counts_text, latency_text
+from bench.reliability.findings import Findings, failed_requests, several_variants, traffic_facts
 from bench.reliability.traffic import Traffic
-from bench.seed import counts_exact
+from bench.seed import COUNTS_NOT_EXACT, counts_exact
 
 DATABASE = "bench_reliability_race"
 EXAMPLES = 10
@@ -134,20 +134,15 @@ def _failures(result: dict[str, Any]) -> list[str]:
         failures.append(f"{result['rows'] - result['distinct_subjects']:,} duplicate assignment rows")
     if result["distinct_subjects"] != result["subjects_asked"]:
         failures.append(f"{result['subjects_asked']:,} subjects asked, {result['distinct_subjects']:,} stored")
-    if result["subjects_with_several_variants"]:
-        failures.append(
-            f"{result['subjects_with_several_variants']:,} subjects answered with more than one variant, "
-            f"e.g. {result['several_variants_examples']}"
-        )
+    failures += several_variants(result, examples="several_variants_examples")
     if result["subjects_answered_unlike_row"]:
         failures.append(
             f"{result['subjects_answered_unlike_row']:,} subjects answered with a variant other than the stored one "
             f"(answered, stored), e.g. {result['unlike_row_examples']}"
         )
-    if result["errors"]:
-        failures.append(f"{result['errors']:,} requests failed: {counts_text(result['outcomes'])}")
+    failures += failed_requests(result)
     if not result["counts_exact"]:
-        failures.append("assignments_assignmentcount does not add up to the assignments")
+        failures.append(COUNTS_NOT_EXACT)
     return failures
 
 
@@ -162,11 +157,7 @@ def race_findings(result: dict[str, Any]) -> Findings:
             f"{options['clients']} client processes, {options['batch']} subject IDs per request from one pool of "
             f"{options['subjects']:,} new subjects, each client in its own random order, each request to a server "
             "picked at random",
-            f"{result['requests']:,} requests in {result['seconds']:.1f} s ({result['requests_per_second']:,.1f}/s), "
-            f"{result['errors']:,} errors; answers: {counts_text(result['outcomes'])}",
-            f"latency {latency_text(result['latency_ms'])}",
-            "requests sent again after the server closed a kept connection: "
-            f"{result['retried_on_closed_connection']:,}",
+            *traffic_facts(result),
             f"subjects asked {result['subjects_asked']:,}, answered {result['subjects_answered']:,}; rows stored "
             f"{result['rows']:,}, distinct subjects in them {result['distinct_subjects']:,}",
             f"subjects raced for (requests from two or more clients in flight before the first answer for the "

@@ -30,10 +30,10 @@ import psycopg
 from bench.cpu import children_of
 from bench.database import DatabaseServer
 from bench.reliability.deployment import gunicorns, service_env, service_prepare
-from bench.reliability.findings import Findings, counts_text, latency_text
+from bench.reliability.findings import Findings, failed_requests, several_variants, traffic_facts
 from bench.reliability.traffic import Answers, MixedPlan, Traffic, assignments_ask
 from bench.report import Table
-from bench.seed import table_state
+from bench.seed import COUNTS_NOT_EXACT, table_state
 
 DATABASE = "bench_reliability_soak"
 EXISTING_SUBJECTS = 1000
@@ -155,13 +155,9 @@ def _workers(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _failures(result: dict[str, Any]) -> list[str]:
-    failures = []
-    if result["errors"]:
-        failures.append(f"{result['errors']:,} requests failed: {counts_text(result['outcomes'])}")
-    if result["subjects_with_several_variants"]:
-        failures.append(f"{result['subjects_with_several_variants']:,} subjects answered with more than one variant")
+    failures = [*failed_requests(result), *several_variants(result)]
     if not result["end"]["counts_exact"]:
-        failures.append("assignments_assignmentcount does not add up to the assignments")
+        failures.append(COUNTS_NOT_EXACT)
     return failures
 
 
@@ -217,10 +213,7 @@ def soak_findings(result: dict[str, Any]) -> Findings:
         f"a fresh database, PostgreSQL {result['postgresql']}; worker recycling {recycling}",
         f"{options['clients']} client processes without pause, one subject per request, half new, half one of "
         f"{EXISTING_SUBJECTS:,} assigned beforehand; sampled every {options['interval']:g} s",
-        f"{result['requests']:,} requests in {result['seconds']:.1f} s ({result['requests_per_second']:,.1f}/s), "
-        f"{result['errors']:,} errors; answers: {counts_text(result['outcomes'])}",
-        f"latency {latency_text(result['latency_ms'])}",
-        f"requests sent again after the server closed a kept connection: {result['retried_on_closed_connection']:,}",
+        *traffic_facts(result),
         f"database connections from the first interval on: min {min(connections)}, max {max(connections)} "
         f"(the workers' threads: {gunicorn['workers'] * gunicorn['threads']})",
         f"master RSS: {_mib(samples[0]['master_rss_kib'])} MiB at the start, "
