@@ -155,9 +155,11 @@ def seed(password: str) -> Seeded:
     from django.utils import timezone
 
     from assignments.assigning import assign_subjects
-    from assignments.configuring import Actor, resources_apply
+    from assignments.configuration.apply import Actor, resources_apply
+    from assignments.configuration.export import resource_document
+    from assignments.configuration.resources import Source, resource_read
     from assignments.models import Assignment, Experiment, Layer
-    from assignments.resources import Source, resource_document, resource_read
+    from assignments.selectors import subject_types_active
     from idlinks.services import Identifier, id_link_create
 
     call_command("migrate", interactive=False, verbosity=0)
@@ -218,7 +220,7 @@ def seed(password: str) -> Seeded:
         (("user", LOOKUP_USER), ("cookie", "cookie-b91c")),
     ]
     for first, second in links:
-        id_link_create(first=Identifier(*first), second=Identifier(*second))
+        id_link_create(first=Identifier(*first), second=Identifier(*second), subject_types_active=subject_types_active)
     subject_type = experiment.subject_type
     connections.close_all()
     return Seeded(

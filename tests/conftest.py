@@ -12,9 +12,9 @@ from django.core.signals import request_finished, request_started
 from django.db import close_old_connections, connection
 from hypothesis import settings as hypothesis_settings
 
-from assignments.distribution import citus_version
 from assignments.models import Experiment
 from core.cache import caches_clear
+from core.citus import citus_version
 from tests.helpers.api import ApiClient
 from tests.helpers.assignments import assigned_store
 from tests.helpers.resources import DEMO_RESOURCES, apply_resources, holdout, subject_type

@@ -1,4 +1,5 @@
-"""POST /assignments: one subject, known by one identifier per subject type, in many experiments."""
+"""POST /assignments (assignments/api.py, docs/reference/api.md): one subject, known by one identifier per subject type,
+in many experiments."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ import json
 
 import pytest
 
-from assignments.models import Assignment, Experiment
+from assignments.models import Assignment
 from tests.helpers.api import assert_problem, error_fields
-from tests.helpers.assignments import reference_variant
+from tests.helpers.assignments import assigned_store, reference_variant
 from tests.helpers.resources import apply_resources, experiment, split_variants, subject_type
 
 PATH = "/assignments"
@@ -47,14 +48,7 @@ def pricing_variant(subject_id: str) -> str:
 
 
 def store(experiment_key: str, subject_id: str, variant_key: str, *, source: str = "forced") -> None:
-    experiment = Experiment.objects.get(key=experiment_key)
-    Assignment.objects.create(
-        experiment=experiment,
-        subject_id=subject_id,
-        variant=experiment.variants.get(key=variant_key),
-        cohort=1,
-        source=source,
-    )
+    assigned_store(experiment_key, subject_id, variant_key, source=source)
 
 
 def other_variant(variant: str, splits=DEMO_SPLITS) -> str:

@@ -1,5 +1,5 @@
-"""POST /assignments: a fixed number of statements however many experiments, and a per-process
-experiment catalog that never answers from a stale state."""
+"""assignments/cache.py: the per-process experiment catalog, which never answers from a stale state, and
+POST /assignments at a fixed number of statements however many experiments."""
 
 from __future__ import annotations
 

@@ -1,66 +1,36 @@
-"""assignments/linking.py: each new subject's walk through a batch's neighbourhood, in memory."""
+"""assignments/linking.py: following links, each new subject's walk through a batch's neighbourhood in memory,
+and spec.followLinks through the API: a new subject takes the variant of the first assigned identifier linked
+to it, at a bounded cost whatever links clients built up (POST /id-link is public through the proxy where
+enabled): the link rows read are bounded, and PostgreSQL never JIT-compiles the hot path's statements, whose
+planner cost the link walk pushes past jit_above_cost."""
 
 from __future__ import annotations
 
+import itertools
+import json
+import random
 from datetime import UTC, datetime, timedelta
 
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 from hypothesis import given
 from hypothesis import strategies as st
 
-from assignments.linking import (
-    FANOUT,
-    MAX_DEPTH,
-    MAX_IDENTIFIERS,
-    MAX_LINK_ROWS,
-    MAX_VISITS,
-    Budget,
-    Carried,
-    LinkGraph,
-    link_graph,
-    linked_first,
-    visited,
-    walk_from,
-)
+from assignments.linking import MAX_DEPTH, MAX_LINK_ROWS, Carried, LinkGraph, link_graph, linked_first
+from assignments.models import Assignment, Experiment, SubjectType
+from assignments.storage_citus import assignments_distributed
+from idlinks.models import IdentifierLink
+from idlinks.walk import MAX_IDENTIFIERS, MAX_VISITS
+from tests.helpers import resources
+from tests.helpers.assignments import assigned_store, reference_variant
+from tests.helpers.idlinks import component_store, link, links_store
+from tests.helpers.link_graphs import COOKIE, NODES, USER
+from tests.helpers.observability import sample, samples
+from tests.helpers.resources import BANNER_FOLLOWING_LINKS, apply_resources
 
-COOKIE, USER, DEVICE = 1, 2, 3
 EARLY, LATE = datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 6, 1, tzinfo=UTC)
-
-
-def neighbours(*links):
-    graph: dict = {}
-    for first, second in links:
-        graph.setdefault(first, set()).add(second)
-        graph.setdefault(second, set()).add(first)
-    return graph
-
-
-def test_visited__order_is_distance_then_subject_type_then_id_and_never_the_start():
-    start = (COOKIE, "c-0")
-    graph = neighbours(
-        (start, (USER, "u-b")),
-        (start, (USER, "u-a")),
-        (start, (COOKIE, "c-z")),
-        ((USER, "u-a"), (DEVICE, "d-1")),
-        ((USER, "u-a"), (COOKIE, "c-1")),
-        ((USER, "u-a"), start),
-    )
-
-    assert visited(start, graph) == [(COOKIE, "c-z"), (USER, "u-a"), (USER, "u-b"), (COOKIE, "c-1"), (DEVICE, "d-1")]
-
-
-def test_visited__subject_ids_ordered_by_code_point():
-    start = (USER, "u")
-    graph = neighbours((start, (COOKIE, "b")), (start, (COOKIE, "B")), (start, (COOKIE, "é")), (start, (COOKIE, "a")))
-
-    assert [subject_id for _, subject_id in visited(start, graph)] == ["B", "a", "b", "é"]
-
-
-def test_visited__a_level_past_the_bound__cut_at_the_bound_and_no_farther():
-    start = (COOKIE, "new")
-    users = [(USER, f"u-{n:04d}") for n in range(MAX_IDENTIFIERS + 5)]
-    graph = neighbours(*[(start, user) for user in users], (users[0], (COOKIE, "beyond")))
-
-    assert visited(start, graph) == users[:MAX_IDENTIFIERS]
 
 
 def test_linked_first__earliest_then_smaller_id__per_experiment_and_subject_type():
@@ -109,9 +79,6 @@ def reference_linked(asked, graph: LinkGraph) -> dict:
     return found
 
 
-NODES = [(COOKIE, f"c{n}") for n in range(8)] + [(USER, f"u{n}") for n in range(4)]
-
-
 @given(
     links=st.lists(st.tuples(st.sampled_from(NODES), st.sampled_from(NODES)).filter(lambda link: link[0] != link[1])),
     assigned=st.dictionaries(
@@ -128,67 +95,6 @@ def test_linked_first__any_small_graph__the_rule_walked_from_each_subject(links,
 
     # When following links, Then each subject gets what its own walk by the rule finds, and no bound is hit
     assert linked_first(asked, graph) == Carried(variants=reference_linked(asked, graph), bounded=frozenset())
-
-
-def reference_distances(start, links) -> dict:
-    """How many links from `start` each identifier of its component is, written independently."""
-    distances, frontier = {start: 0}, [start]
-    while frontier:
-        following = []
-        for current in frontier:
-            for first, second in links:
-                for node, other in ((first, second), (second, first)):
-                    if node == current and other not in distances:
-                        distances[other] = distances[current] + 1
-                        following.append(other)
-        frontier = following
-    return distances
-
-
-@given(
-    links=st.lists(st.tuples(st.sampled_from(NODES), st.sampled_from(NODES)).filter(lambda link: link[0] != link[1])),
-    depth=st.integers(1, MAX_DEPTH),
-)
-def test_walk_from__exact__the_rules_order_with_distances_and_truncated_only_if_more_lie_farther(links, depth):
-    # Given any small graph, walked from one identifier to a depth, looking past where it stops
-    start = NODES[0]
-    distances = reference_distances(start, links)
-
-    # When
-    walk = walk_from(start, neighbours(*links), Budget(), depth=depth, exact=True)
-
-    # Then it visits what lies within the depth, by distance then identifier, each with its
-    # distance, and is truncated exactly when something lies farther
-    within = sorted((distance, node) for node, distance in distances.items() if 0 < distance <= depth)
-    assert list(zip(walk.distances, walk.order, strict=True)) == within
-    assert walk.truncated is any(distance > depth for distance in distances.values())
-
-
-def test_walk_from__not_exact__the_hot_paths_walk_says_truncated_wherever_it_might_be():
-    start = (COOKIE, "c-0")
-    graph = neighbours((start, (USER, "u")))
-
-    assert walk_from(start, graph, Budget(), depth=1).truncated is True
-    assert walk_from(start, graph, Budget(), depth=2).truncated is False
-
-
-def test_link_graph_capped__fanout_links_read_on_one_side__that_identifier_only():
-    # Given rows as the statement returns them: the identifier whose links were read, then the other end
-    hub, small = (USER, "hub"), (USER, "a")
-    full_side = [(hub, (COOKIE, f"c{n:04d}")) for n in range(FANOUT)]
-    other_side = [(hub, (COOKIE, f"c{n:04d}")) for n in range(FANOUT - 1)]
-    both_sides_below = [(small, (COOKIE, f"c{n:04d}")) for n in range(FANOUT - 1)] + [(small, (USER, "z"))]
-
-    assert LinkGraph(links=full_side, assignments={}).capped() == {hub}
-    assert LinkGraph(links=other_side + both_sides_below, assignments={}).capped() == set()
-
-
-def test_walk_from__exact__a_capped_identifier_expanded__truncated():
-    start, hub = (COOKIE, "c-0"), (USER, "hub")
-    graph = neighbours((start, hub))
-
-    assert walk_from(start, graph, Budget(), depth=2, exact=True, capped={hub}).truncated is True
-    assert walk_from(start, graph, Budget(), depth=2, exact=True, capped={(USER, "other")}).truncated is False
 
 
 def bipartite(side: int) -> list:
@@ -249,3 +155,388 @@ def test_link_graph__exactly_the_bound__complete():
     rows = [(COOKIE, f"c{n}", USER, "hub", None, None, None) for n in range(MAX_LINK_ROWS)]
 
     assert link_graph(rows).complete
+
+
+# --- spec.followLinks through the API: a new subject takes the variant of the first assigned identifier ---
+
+
+SPLITS = [("control", 0.5), ("green", 0.5)]
+
+CONFIG = (
+    resources.subject_type("user"),
+    resources.subject_type("cookie"),
+    resources.subject_type("device"),
+    resources.experiment("banner", subject_type="cookie", follow_links=True),
+    resources.experiment("plain", subject_type="cookie"),
+)
+
+
+@pytest.fixture
+def config(db):
+    apply_resources(*CONFIG)
+
+
+def hashed_to(variant: str, prefix: str, *, salt: str = "banner") -> str:
+    """The first `prefix-N` whose hashed variant in the experiment salted `salt` is `variant`."""
+    return next(
+        subject_id
+        for subject_id in (f"{prefix}-{n}" for n in itertools.count())
+        if reference_variant(salt, subject_id, SPLITS) == variant
+    )
+
+
+def chain(*identifiers: tuple[str, str]) -> None:
+    for first, second in itertools.pairwise(identifiers):
+        link(first, second)
+
+
+def assign(api, subject_ids: list[str], experiment_id: str = "banner") -> dict[str, str]:
+    response = api.post("/experiment-assignments", {"experiment_id": experiment_id, "subject_ids": subject_ids})
+    assert response.status_code == 200, response.content
+    return json.loads(response.content)["assignments"]
+
+
+def stored(subject_id: str, experiment_id: str = "banner") -> tuple[str, str, int]:
+    row = Assignment.objects.get(experiment__key=experiment_id, subject_id=subject_id)
+    return row.variant.key, row.source, row.cohort
+
+
+def store(subject_id: str, variant: str, *, minutes_ago: int, experiment_id: str = "banner") -> None:
+    assigned_store(experiment_id, subject_id, variant, created_at=timezone.now() - timedelta(minutes=minutes_ago))
+
+
+def test_follow_links__new_cookie_linked_through_a_user_to_an_assigned_one__gets_its_variant_as_linked(api, config):
+    # Given c-1 assigned green, and a new cookie that the formula would put in control
+    first = hashed_to("green", "c")
+    assert assign(api, [first]) == {first: "green"}
+    second = hashed_to("control", "new")
+    # And both cookies linked to one user afterwards
+    link(("cookie", first), ("user", "u-1"))
+    link(("cookie", second), ("user", "u-1"))
+
+    # When the new cookie is asked for the first time
+    answer = assign(api, [second])
+
+    # Then it gets green, stored with source linked in the current cohort
+    assert answer == {second: "green"}
+    assert stored(second) == ("green", "linked", 1)
+    assert stored(first) == ("green", "hashed", 1)
+
+
+def test_follow_links__experiment_without_the_option__links_ignored(api, config):
+    first = hashed_to("green", "c", salt="plain")
+    second = hashed_to("control", "new", salt="plain")
+    assign(api, [first], "plain")
+    chain(("cookie", first), ("user", "u-1"), ("cookie", second))
+
+    assert assign(api, [second], "plain") == {second: "control"}
+    assert stored(second, "plain") == ("control", "hashed", 1)
+
+
+def test_follow_links__several_assigned__the_earliest_wins(api, config):
+    # Given two assigned cookies linked to the same user: the later one in green, the earlier in control
+    new = hashed_to("green", "new")
+    store("c-early", "control", minutes_ago=10)
+    store("c-late", "green", minutes_ago=5)
+    link(("cookie", "c-late"), ("user", "u-1"))
+    link(("cookie", "c-early"), ("user", "u-1"))
+    link(("cookie", new), ("user", "u-1"))
+
+    # When the new cookie is asked for, Then the first touch wins
+    assert assign(api, [new]) == {new: "control"}
+
+
+def test_follow_links__earliest_not_the_nearest__wins(api, config):
+    # Given a near cookie (2 links) assigned late and a far one (4 links) assigned early
+    new = hashed_to("green", "new")
+    store("c-near", "green", minutes_ago=1)
+    store("c-far", "control", minutes_ago=60)
+    chain(("cookie", new), ("user", "u-1"), ("cookie", "c-near"))
+    chain(("user", "u-1"), ("device", "d-1"), ("user", "u-2"), ("cookie", "c-far"))
+
+    assert assign(api, [new]) == {new: "control"}
+
+
+def test_follow_links__same_time__the_smaller_subject_id_wins(api, config):
+    moment = timezone.now() - timedelta(minutes=3)
+    experiment = Experiment.objects.get(key="banner")
+    for subject_id, variant in (("c-b", "green"), ("c-a", "control"), ("c-c", "green")):
+        Assignment.objects.create(
+            experiment=experiment,
+            subject_id=subject_id,
+            variant=experiment.variants.get(key=variant),
+            cohort=1,
+            created_at=moment,
+        )
+        link(("cookie", subject_id), ("user", "u-1"))
+    new = hashed_to("green", "new")
+    link(("cookie", new), ("user", "u-1"))
+
+    assert assign(api, [new]) == {new: "control"}
+
+
+@pytest.mark.parametrize(("links", "followed"), [(4, True), (5, False)])
+def test_follow_links__chain_of_links__followed_up_to_4_links_away(api, config, links, followed):
+    # Given an assigned cookie at the end of a chain of `links` links through users and devices
+    far = hashed_to("green", "far")
+    assign(api, [far])
+    new = hashed_to("control", "new")
+    middle = [("user", "u-1"), ("device", "d-1"), ("user", "u-2"), ("device", "d-2")][: links - 1]
+    chain(("cookie", new), *middle, ("cookie", far))
+    assert IdentifierLink.objects.count() == links
+
+    # When the new cookie is asked for
+    answer = assign(api, [new])
+
+    # Then the variant is carried over 4 links, not 5
+    assert answer == {new: "green" if followed else "control"}
+    assert stored(new)[1] == ("linked" if followed else "hashed")
+
+
+def test_follow_links__link_made_after_the_assignment__changes_nothing(api, config):
+    # Given a cookie assigned control, then linked to a cookie assigned green earlier
+    early = hashed_to("green", "early")
+    store(early, "green", minutes_ago=30)
+    late = hashed_to("control", "late")
+    assert assign(api, [late]) == {late: "control"}
+    chain(("cookie", late), ("user", "u-1"), ("cookie", early))
+
+    # When it is asked for again, through both endpoints
+    again = assign(api, [late])
+    body = json.loads(api.post("/assignments", {"subject": {"cookie": late}}).content)
+
+    # Then it keeps its variant
+    assert again == {late: "control"}
+    assert body["assignments"]["banner"] == "control"
+    assert stored(late) == ("control", "hashed", 1)
+
+
+def test_follow_links__assignments_in_other_experiments_or_of_other_types__not_carried_over(api, config):
+    # Given the new cookie linked to a user and a cookie; the cookie is assigned only in `plain`,
+    # and the user has a stored row in `banner` under its user ID (as a cookie with the same ID would)
+    new = hashed_to("control", "new")
+    other = hashed_to("green", "other", salt="plain")
+    assign(api, [other], "plain")
+    chain(("cookie", new), ("user", "u-1"), ("cookie", other))
+    store("u-1", "green", minutes_ago=5)
+
+    # When the new cookie is asked for in banner, Then nothing is carried over
+    assert assign(api, [new]) == {new: "control"}
+    assert stored(new)[1] == "hashed"
+
+
+def test_follow_links__current_cohort__linked_assignment_stored_in_it(api, config):
+    first = hashed_to("green", "c")
+    assign(api, [first])
+    new_splits = [resources.variant("control", 0.4, control=True), resources.variant("green", 0.6)]
+    apply_resources(
+        *CONFIG[:3],
+        resources.experiment("banner", subject_type="cookie", follow_links=True, variants=new_splits),
+        CONFIG[4],
+    )
+    new = hashed_to("control", "new")
+    chain(("cookie", new), ("user", "u-1"), ("cookie", first))
+
+    assign(api, [new])
+
+    assert stored(new) == ("green", "linked", 2)
+
+
+def test_follow_links__batch__linked_and_hashed_subjects_each_decided(api, config):
+    # Given 3 assigned cookies, each linked through its own user to one new cookie of a batch of 300
+    owners = [hashed_to("green", f"owner{i}") for i in range(3)]
+    assign(api, owners)
+    batch = [f"b-{n}" for n in range(300)]
+    linked = {batch[10]: owners[0], batch[150]: owners[1], batch[299]: owners[2]}
+    for index, (new, owner) in enumerate(linked.items()):
+        chain(("cookie", new), ("user", f"u-{index}"), ("cookie", owner))
+
+    # When the batch is asked for at once
+    answer = assign(api, batch)
+
+    # Then the linked ones are green and linked, every other one is the formula's and hashed
+    for subject_id in batch:
+        expected = "green" if subject_id in linked else reference_variant("banner", subject_id, SPLITS)
+        assert answer[subject_id] == expected
+    sources = dict(Assignment.objects.filter(subject_id__in=batch).values_list("subject_id", "source"))
+    assert {s for s, source in sources.items() if source == "linked"} == set(linked)
+
+
+def test_follow_links__subject_assignments_endpoint__carries_over_too_and_agrees(api, config):
+    first = hashed_to("green", "c")
+    assign(api, [first])
+    new = hashed_to("control", "new")
+    chain(("cookie", new), ("user", "u-1"), ("cookie", first))
+
+    body = json.loads(api.post("/assignments", {"subject": {"cookie": new, "user": "u-1"}}).content)
+
+    assert body["assignments"] == {"banner": "green", "plain": reference_variant("plain", new, SPLITS)}
+    assert body["new_assignments"] == ["banner", "plain"]
+    assert stored(new) == ("green", "linked", 1)
+    assert assign(api, [new]) == {new: "green"}
+
+
+@pytest.mark.parametrize(("assigned", "followed"), [("c-0998", True), ("c-0999", False)])
+def test_follow_links__more_identifiers_than_the_bound__the_first_1000_visited(api, config, assigned, followed):
+    # Given a new cookie linked to two users, each linked to 600 cookies: 1,202 identifiers within 2
+    # links. The walk visits 1,000 of them by distance, subject type and ID: the 2 users, then
+    # c-0001 to c-0998.
+    user, cookie = SubjectType.objects.get(key="user"), SubjectType.objects.get(key="cookie")
+    assert user.pk < cookie.pk  # so the user is side a of each link (identifierlink_canonical_order)
+    new = hashed_to("control", "new")
+    cookies = [new, new] + [f"c-{n:04d}" for n in range(1, 1201)]
+    IdentifierLink.objects.bulk_create(
+        IdentifierLink(subject_type_a=user, subject_id_a=f"u-{index % 2}", subject_type_b=cookie, subject_id_b=c)
+        for index, c in enumerate(cookies)
+    )
+    store(assigned, "green", minutes_ago=60)
+
+    # When the new cookie is asked for
+    answer = assign(api, [new])
+
+    # Then the assigned cookie counts only if it is among the first 1,000 visited
+    assert answer == {new: "green" if followed else "control"}
+
+
+@pytest.mark.parametrize("follow_links", [True, False])
+def test_follow_links__1_or_1000_new_subjects__same_number_of_statements(api, config, follow_links):
+    experiment_id = "banner" if follow_links else "plain"
+    assign(api, ["warm-up"], experiment_id)
+    chain(("cookie", "warm-up"), ("user", "u-1"), ("cookie", "x-0"))
+
+    counts = []
+    for batch in (["x-0"], [f"x-{n}" for n in range(1, 1001)]):
+        with CaptureQueriesContext(connection) as captured:
+            assign(api, batch, experiment_id)
+        counts.append(len(captured.captured_queries))
+
+    walks = "idlinks_identifierlink" in " ".join(q["sql"] for q in captured.captured_queries)
+    assert walks == follow_links
+    if assignments_distributed():
+        # On Citus the walk reads one level per statement: bounded by the depth, not the batch
+        assert max(counts) <= counts[1] - 2 + MAX_DEPTH + 1
+    else:
+        assert counts[0] == counts[1]
+
+
+def test_follow_links__batch_sharing_a_neighbourhood__each_subject_walked_from_itself(api, config):
+    # Given an assigned cookie 1 link from one new cookie and 5 links from another, both in one batch
+    assigned = hashed_to("green", "assigned")
+    assign(api, [assigned])
+    near, far = hashed_to("control", "near"), hashed_to("control", "far")
+    link(("cookie", near), ("user", "u-0"))
+    link(("user", "u-0"), ("cookie", assigned))
+    chain(("cookie", far), ("device", "d-1"), ("user", "u-1"), ("device", "d-2"), ("user", "u-2"), ("cookie", assigned))
+
+    # When both are asked for at once
+    answer = assign(api, [near, far])
+
+    # Then the walk shared by the batch still measures each subject's own distance
+    assert answer == {near: "green", far: "control"}
+    assert (stored(near)[1], stored(far)[1]) == ("linked", "hashed")
+
+
+# --- bounded work whatever links clients built up ---
+
+
+@pytest.fixture
+def banner_following_links(db):
+    apply_resources(*BANNER_FOLLOWING_LINKS)
+
+
+def test_link_walk__component_past_the_row_bound__formula_decides_and_the_bound_is_counted(
+    api, admin_token, banner_following_links
+):
+    # Given a component of 320 by 320 cookies, each linked to each of the other side (102,400 links:
+    # more than MAX_LINK_ROWS rows for the walk), one of them assigned
+    side = 320
+    assert 2 * side * side > MAX_LINK_ROWS
+    component_store(side)
+    assigned_store("banner", "a000", "green")
+    batch = [f"b{j:03d}" for j in range(100)]
+    before = samples(api.get("/metrics", token=admin_token).content.decode())
+
+    # When 100 new cookies of it are asked for
+    response = api.post("/experiment-assignments", {"experiment_id": "banner", "subject_ids": batch})
+
+    # Then each gets the formula's variant, stored as hashed, and the bounded walks are counted
+    assert response.status_code == 200, response.content
+    assert response.json()["assignments"] == {sid: reference_variant("banner", sid, SPLITS) for sid in batch}
+    assert set(Assignment.objects.filter(subject_id__in=batch).values_list("source", flat=True)) == {"hashed"}
+    after = samples(api.get("/metrics", token=admin_token).content.decode())
+    bounded = "assignment_link_walks_bounded_total"
+    assert sample(after, bounded, experiment="banner") - sample(before, bounded, experiment="banner") == 100
+
+
+def test_link_walk__component_within_the_bounds__carried_over_and_nothing_counted(
+    api, admin_token, banner_following_links
+):
+    # Given a component of 60 by 60 cookies, one assigned `green`
+    component_store(60)
+    assigned_store("banner", "a000", "green")
+    batch = [f"b{j:03d}" for j in range(60)] + [f"a{i:03d}" for i in range(1, 60)]
+    before = samples(api.get("/metrics", token=admin_token).content.decode())
+
+    # When the 119 others are asked for at once
+    response = api.post("/experiment-assignments", {"experiment_id": "banner", "subject_ids": batch})
+
+    # Then every one gets `green`, linked, and no walk was bounded
+    assert response.json()["assignments"] == dict.fromkeys(batch, "green")
+    assert set(Assignment.objects.filter(subject_id__in=batch).values_list("source", flat=True)) == {"linked"}
+    after = samples(api.get("/metrics", token=admin_token).content.decode())
+    assert sample(after, "assignment_link_walks_bounded_total", experiment="banner") == sample(
+        before, "assignment_link_walks_bounded_total", experiment="banner"
+    )
+
+
+def skewed_links(users: int, cookies_each: int) -> list:
+    """Links as a site's logins make them, skewed: most cookies belong to one user or two, and a few
+    shared ones (a library's computers, a bot) to hundreds."""
+    rng = random.Random(20)
+    pairs = set()
+    for user in range(users):
+        for _ in range(cookies_each):
+            cookie = f"hub-{rng.randrange(10)}" if rng.random() < 0.1 else f"c-{rng.randrange(users * 4)}"
+            pairs.add((("user", f"u-{user}"), ("cookie", cookie)))
+    return sorted(pairs)
+
+
+def plans(statements: list[str]) -> list[dict]:
+    """EXPLAIN (ANALYZE, FORMAT JSON) of each statement on the service's own connection, undone after."""
+    found = []
+    for sql in statements:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql)
+            (plan,) = cursor.fetchone()
+            found.append(plan[0] if isinstance(plan, list) else json.loads(plan)[0])
+            transaction.set_rollback(True)
+    return found
+
+
+@pytest.mark.postgres
+@pytest.mark.single_node("the recursive link walk is PostgreSQL's; on Citus links are read level by level")
+def test_hot_path__skewed_link_table__no_statement_jit_compiled(api, banner_following_links):
+    # Given 2,000 users with 12 cookie links each, some cookies shared by hundreds (about 24,000 links),
+    # and a new cookie linked to one of them
+    links_store([*skewed_links(2000, 12), (("user", "u-7"), ("cookie", "new-cookie"))])
+
+    # When the new cookie and a new unlinked one are asked for in an experiment that follows links
+    with CaptureQueriesContext(connection) as captured:
+        response = api.post(
+            "/experiment-assignments", {"experiment_id": "banner", "subject_ids": ["new-cookie", "other-cookie"]}
+        )
+    assert response.status_code == 200, response.content
+    statements = [query["sql"] for query in captured.captured_queries]
+    walk = next(sql for sql in statements if "WITH RECURSIVE" in sql)
+
+    # Then no statement of the request is JIT-compiled on the service's connections...
+    compiled = [plan["Plan"]["Node Type"] for plan in plans(statements) if "JIT" in plan]
+    assert compiled == []
+    assert len(statements) >= 3
+
+    # ...although the table is one PostgreSQL would JIT-compile the link walk for, were JIT on
+    # (SET LOCAL lasts to the end of the test's transaction: last)
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL jit = on")
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + walk)
+        assert "JIT" in cursor.fetchone()[0][0]

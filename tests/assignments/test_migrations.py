@@ -1,4 +1,4 @@
-"""The migrations against a database that holds rows: what existing resources become.
+"""assignments/migrations/: the migrations against a database that holds rows: what existing resources become.
 
 Each test migrates a database of its own with `manage.py migrate` in another process, as an operator
 would upgrade, so the test session's database (migrated to the latest state) is never moved back.

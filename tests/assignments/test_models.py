@@ -1,4 +1,5 @@
-"""Assignment sources (hashed, linked, forced, imported) in the API, experiment_report and export_assignments."""
+"""assignments/models.py: assignment sources (hashed, linked, forced, imported) in the API, experiment_report and
+export_assignments."""
 
 from __future__ import annotations
 
@@ -13,15 +14,11 @@ from django.core.management import call_command
 
 from assignments.assigning import assign_subjects
 from assignments.models import Assignment, Experiment
-from tests.factories import AssignmentFactory, ExperimentFactory
+from tests.factories import AssignmentFactory
+from tests.helpers.commands import command_output
 from tests.helpers.processes import run_manage, run_manage_reader_leaves
 
 T0 = dt.datetime(2026, 11, 1, 10, 0, 0, tzinfo=dt.UTC)
-
-
-@pytest.fixture
-def checkout(db) -> Experiment:
-    return ExperimentFactory(key="Checkout-Button", splits=[("control", 0.5), ("Green", 0.5)])
 
 
 def store(experiment: Experiment, variant_key: str, count: int, *, source: str = "hashed", cohort: int = 1) -> None:
@@ -40,15 +37,11 @@ def store(experiment: Experiment, variant_key: str, count: int, *, source: str =
 
 
 def report(*args: str) -> str:
-    stdout = io.StringIO()
-    call_command("experiment_report", *args, stdout=stdout)
-    return stdout.getvalue()
+    return command_output("experiment_report", *args)
 
 
 def export(*args: str) -> str:
-    stdout = io.StringIO()
-    call_command("export_assignments", *args, stdout=stdout)
-    return stdout.getvalue()
+    return command_output("export_assignments", *args)
 
 
 # Where sources come from

@@ -1,4 +1,5 @@
-"""A request costs a fixed number of SQL statements whatever its batch size (on Citus, its read one per shard)."""
+"""assignments/storage.py: a request costs a fixed number of SQL statements whatever its batch size (on Citus, its read
+one per shard)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from django.test.utils import CaptureQueriesContext
 
 from assignments.cache import experiment_states
 from assignments.models import Assignment
+from tests.helpers.api import request_statements
 from tests.helpers.database import batch_inserts, batch_reads
 from tests.helpers.resources import apply_resources, experiment, subject_type
 
@@ -83,13 +85,6 @@ TARGETING = [{"attribute": "country", "in": ["DE", "AT"]}]
 GATED_USER = subject_type("user", attributes={"country": "string"})
 
 
-def gated_statements(api, path: str, body: dict) -> int:
-    with CaptureQueriesContext(connection) as captured:
-        response = api.post(path, body)
-    assert response.status_code == 200, response.content
-    return len(captured.captured_queries)
-
-
 def countries(subject_ids: list[str]) -> dict[str, dict[str, str]]:
     """Half German, a quarter French (not targeted), a quarter with no attributes (attributes_missing)."""
     return {
@@ -103,24 +98,24 @@ def countries(subject_ids: list[str]) -> dict[str, dict[str, str]]:
 def test_assign__gates__no_statement_more_than_the_same_batch_without(api, size):
     # Given the same experiment without gates, then with a window, targeting and coverage
     apply_resources(GATED_USER, experiment("checkout-button"))
-    gated_statements(api, PATH, {"experiment_id": "checkout-button", "subject_ids": ["warm-up"]})
+    request_statements(api, PATH, {"experiment_id": "checkout-button", "subject_ids": ["warm-up"]})
     plain = [f"plain-{index}" for index in range(size)]
-    without = gated_statements(
+    without = request_statements(
         api, PATH, {"experiment_id": "checkout-button", "subject_ids": plain, "attributes": countries(plain)}
     )
     apply_resources(GATED_USER, experiment("checkout-button", enrollment=OPEN, targeting=TARGETING, coverage=0.5))
-    gated_statements(api, PATH, {"experiment_id": "checkout-button", "subject_ids": ["warm-up-2"]})
+    request_statements(api, PATH, {"experiment_id": "checkout-button", "subject_ids": ["warm-up-2"]})
 
     # When a batch of new subjects, some of them excluded by each gate, asks
     subject_ids = [f"gated-{index}" for index in range(size)]
     body = {"experiment_id": "checkout-button", "subject_ids": subject_ids, "attributes": countries(subject_ids)}
-    with_gates = gated_statements(api, PATH, body)
+    with_gates = request_statements(api, PATH, body)
 
     # Then the gates cost no statement, and asking again (some stored, the rest excluded again) is one read
     assert with_gates <= without
     if size == 1000:
         assert with_gates == without
-    assert gated_statements(api, PATH, body) == batch_reads(size)
+    assert request_statements(api, PATH, body) == batch_reads(size)
 
 
 def test_assignments__gates__same_statements_as_without(api):
@@ -131,13 +126,13 @@ def test_assignments__gates__same_statements_as_without(api):
         experiment("gated", enrollment=OPEN, targeting=TARGETING, coverage=0.999),
     )
     for key in ("plain", "gated"):
-        gated_statements(api, "/assignments", {"subject": {"user": "warm-up"}, "experiments": [key]})
+        request_statements(api, "/assignments", {"subject": {"user": "warm-up"}, "experiments": [key]})
 
     # When one new subject who passes every gate asks for each
-    without = gated_statements(
+    without = request_statements(
         api, "/assignments", {"subject": {"user": "u-1"}, "experiments": ["plain"], "attributes": {"country": "DE"}}
     )
-    with_gates = gated_statements(
+    with_gates = request_statements(
         api, "/assignments", {"subject": {"user": "u-2"}, "experiments": ["gated"], "attributes": {"country": "DE"}}
     )
 

@@ -1,76 +1,35 @@
-"""The distributed layout on Citus (docs/how-to/scale-out-citus.md): distribute_tables, the hot path's plans,
-a worker's outage.
+"""assignments/storage_citus.py: the hot path's statements on Citus (docs/how-to/scale-out-citus.md): their
+plans, the batch's read and write one statement per shard, the export's pages, and a worker's outage.
 
-scripts/test-citus runs these on a coordinator with two workers, where the
-suite's own setup has run distribute_tables; on PostgreSQL and SQLite only the
-refusal runs.
+scripts/test-citus runs these on a coordinator with two workers, where the suite's own setup has run
+distribute_tables; on PostgreSQL the Citus insert's quoting runs too.
 """
 
 from __future__ import annotations
 
-import importlib
-import io
 import json
 import os
 import subprocess
 from pathlib import Path
-from types import SimpleNamespace
 
-import psycopg
 import pytest
-from django.core.management import CommandError, call_command
 from django.db import connection, transaction
-from django.db.models import Sum
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from assignments.distribution import DISTRIBUTED_TABLES, REFERENCE_TABLES, assignments_distributed
-from assignments.exports import assignment_rows
+from assignments.data.exports import assignment_rows
 from assignments.models import Assignment, AssignmentCount, Experiment
-from assignments.storage import (
+from assignments.storage import POSTGRES_HEAD_CATALOG, POSTGRES_HEAD_EXPERIMENT, assignments_insert
+from assignments.storage_citus import (
     CITUS_SHARDS,
-    FETCH,
-    assignments_insert,
     citus_fetch_rows,
+    citus_fetch_sql,
     citus_insert,
     citus_shard_rows,
 )
-from devtools.citus import citus_database_create
-from tests.helpers import resources
-from tests.helpers.database import assignments_shard_count
-from tests.helpers.processes import manage_output, manage_run
+from tests.helpers.assignments import assignments_counted, new_rows
+from tests.helpers.database import assignments_shard_count, citus
 from tests.helpers.server import wait_until
-
-on_citus = os.environ.get("TEST_CITUS") == "1"
-citus = pytest.mark.skipif(not on_citus, reason="needs the tables distributed on Citus (scripts/test-citus)")
-
-
-@pytest.mark.skipif(on_citus, reason="this database is Citus")
-@pytest.mark.django_db
-def test_distribute_tables__not_citus__refuses_and_changes_nothing():
-    with pytest.raises(CommandError, match=r"nothing changed: .* has no citus extension"):
-        call_command("distribute_tables")
-
-
-@citus
-@pytest.mark.django_db
-def test_distribute_tables__run_again__layout_in_place_nothing_to_do():
-    assert assignments_distributed()
-    out = io.StringIO()
-    call_command("distribute_tables", stdout=out)
-
-    assert out.getvalue() == "the layout was already distributed; nothing to do\n"
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT logicalrelid::regclass::text, partmethod, colocationid, "
-            "column_to_column_name(logicalrelid, partkey) FROM pg_dist_partition"
-        )
-        layout = {table: (method, colocation, column) for table, method, colocation, column in cursor.fetchall()}
-    assert all(layout[table][0] == "n" for table in REFERENCE_TABLES)
-    assert {item.table: layout[item.table][2] for item in DISTRIBUTED_TABLES} == {
-        item.table: item.column for item in DISTRIBUTED_TABLES
-    }
-    assert len({layout[item.table][1] for item in DISTRIBUTED_TABLES}) == 1, "co-located"
 
 
 def _plan(sql: str, params: list | None) -> dict:
@@ -93,7 +52,10 @@ def _nodes(plan: dict):
 @citus
 @pytest.mark.parametrize(
     ("statement", "params"),
-    [(FETCH[("citus-subject", True)], [1, [1], "u-1"]), (FETCH[("citus", True)], [1, [1], ["u-1"]])],
+    [
+        (citus_fetch_sql(POSTGRES_HEAD_EXPERIMENT, one_subject=True), [1, [1], "u-1"]),
+        (citus_fetch_sql(POSTGRES_HEAD_EXPERIMENT, one_subject=False), [1, [1], ["u-1"]]),
+    ],
     ids=["one subject ID", "a list of one"],
 )
 @pytest.mark.django_db
@@ -117,7 +79,7 @@ def test_fetch__1000_subjects__one_task_per_shard_each_through_the_unique_index(
         cursor.execute("SET LOCAL enable_seqscan TO off")
         cursor.execute("DROP INDEX assignment_experiment_created")
 
-    plan = _plan(FETCH[("citus", True)], [1, [1], subjects])
+    plan = _plan(citus_fetch_sql(POSTGRES_HEAD_EXPERIMENT, one_subject=False), [1, [1], subjects])
 
     tasks = [node["Distributed Query"]["Job"]["Task Count"] for node in _nodes(plan) if "Distributed Query" in node]
     assert max(tasks) == assignments_shard_count()
@@ -126,15 +88,6 @@ def test_fetch__1000_subjects__one_task_per_shard_each_through_the_unique_index(
     assert all(node.get("Index Name", "").startswith("assignment_experiment_subject_unique") for node in scans), (
         json.dumps(scans)[:500]
     )
-
-
-def _new_rows(prefix: str, count: int) -> tuple[list[tuple], object]:
-    """`count` new (experiment pk, subject ID, variant pk, cohort, source) rows of checkout-button, and a time
-    for them as the service adapts it."""
-    experiment = Experiment.objects.get(key="checkout-button")
-    variant = experiment.variants.first()
-    rows = [(experiment.pk, f"{prefix}-{n:04d}", variant.pk, 1, "hashed") for n in range(count)]
-    return rows, connection.ops.adapt_datetimefield_value(timezone.now())
 
 
 def _execute(cursor, asked: list[str]):
@@ -151,7 +104,7 @@ def _execute(cursor, asked: list[str]):
 @citus
 @pytest.mark.django_db
 def test_fetch_rows__one_subject_id__one_statement_comparing_it_with_equals(demo_config):
-    rows, created = _new_rows("one", 2)
+    rows, created = new_rows("one", 2)
     experiment_pk = rows[0][0]
     asked = []
 
@@ -160,13 +113,21 @@ def test_fetch_rows__one_subject_id__one_statement_comparing_it_with_equals(demo
         execute(citus_insert(rows[:1], created, context=connection.connection), None)
         asked.clear()
         stored, shards = citus_fetch_rows(
-            execute, head=[experiment_pk], experiments=[experiment_pk], subject_ids=["one-0000"]
+            execute,
+            head_sql=POSTGRES_HEAD_EXPERIMENT,
+            head=[experiment_pk],
+            experiments=[experiment_pk],
+            subject_ids=["one-0000"],
         )
         missing, _ = citus_fetch_rows(
-            execute, head=[experiment_pk], experiments=[experiment_pk], subject_ids=["one-0001"]
+            execute,
+            head_sql=POSTGRES_HEAD_EXPERIMENT,
+            head=[experiment_pk],
+            experiments=[experiment_pk],
+            subject_ids=["one-0001"],
         )
 
-    assert asked == [FETCH[("citus-subject", True)]] * 2
+    assert asked == [citus_fetch_sql(POSTGRES_HEAD_EXPERIMENT, one_subject=True)] * 2
     version = Experiment.objects.get(pk=experiment_pk).resource_version
     assert stored == [(None, None, None, version), (experiment_pk, "one-0000", rows[0][2], None)]
     assert shards is None
@@ -176,7 +137,7 @@ def test_fetch_rows__one_subject_id__one_statement_comparing_it_with_equals(demo
 @citus
 @pytest.mark.django_db
 def test_shard_rows__1000_subjects__one_group_per_shard_in_shard_order_its_insert_routed_there(demo_config):
-    rows, created = _new_rows("n", 1000)
+    rows, created = new_rows("n", 1000)
 
     with connection.cursor() as cursor:
         groups = citus_shard_rows(_execute(cursor, []), rows)
@@ -201,12 +162,14 @@ def test_shard_rows__1000_subjects__one_group_per_shard_in_shard_order_its_inser
 @citus
 @pytest.mark.django_db
 def test_shard_rows__shards_known_from_the_batchs_read__the_same_groups_without_asking(demo_config):
-    rows, _ = _new_rows("k", 1000)
+    rows, _ = new_rows("k", 1000)
     asked = []
 
     with connection.cursor() as cursor:
         execute = _execute(cursor, asked)
-        _, shards = citus_fetch_rows(execute, head=[], experiments=[rows[0][0]], subject_ids=[r[1] for r in rows])
+        _, shards = citus_fetch_rows(
+            execute, head_sql=POSTGRES_HEAD_CATALOG, head=[], experiments=[rows[0][0]], subject_ids=[r[1] for r in rows]
+        )
         asked.clear()
         known = citus_shard_rows(execute, rows, shards=shards)
         assert asked == []
@@ -260,7 +223,7 @@ def test_insert__1000_subjects_a_third_stored_unseen__each_shards_copy_refused_t
     }
     statements = [query["sql"].split()[0] for query in queries.captured_queries]
     assert statements == ["SELECT", *["COPY", "INSERT"] * assignments_shard_count()]
-    assert _counted(experiment.pk) == len(rows)
+    assert assignments_counted(experiment.pk) == len(rows)
 
 
 @citus
@@ -292,13 +255,13 @@ def test_insert__1000_new_subjects__copied_shard_by_shard_every_row_returned_and
     assert set(stored.values_list("variant_id", "cohort", "source", "created_at")) == {
         (variant.pk, 1, "hashed", created)
     }
-    assert _counted(experiment.pk) == len(rows)
+    assert assignments_counted(experiment.pk) == len(rows)
 
 
 @citus
 @pytest.mark.django_db
 def test_insert__in_a_transaction_a_shards_copy_refused__rolled_back_to_its_savepoint_then_inserted(demo_config):
-    rows, created = _new_rows("t", 200)
+    rows, created = new_rows("t", 200)
     assignments_insert(rows=rows[::2], created_at=created)
 
     with transaction.atomic():
@@ -306,62 +269,6 @@ def test_insert__in_a_transaction_a_shards_copy_refused__rolled_back_to_its_save
         assert Assignment.objects.filter(subject_id__startswith="t-").count() == len(rows)
 
     assert inserted == {(pk, subject_id): variant for pk, subject_id, variant, *_ in rows[1::2]}
-
-
-def _counted(experiment_pk: int) -> int:
-    return AssignmentCount.objects.filter(experiment_id=experiment_pk).aggregate(total=Sum("assignments"))["total"]
-
-
-@citus
-@pytest.mark.django_db(transaction=True)
-def test_count_trigger__one_connection_on_every_shard__each_counted_in_its_own_shards_counts(demo_config):
-    # Each worker connection keeps the name of a shard's counts once it has looked it up (distribution.py):
-    # one subject at a time through one connection, ten a shard on average and so mostly with the name kept,
-    # must count each subject in the counts co-located with its own shard, never in another one looked up.
-    rows, _ = _new_rows("c", 320)
-
-    for row in rows:
-        assignments_insert(rows=[row], created_at=timezone.now())
-
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT counts.shardid, 'assignments_assignment_' || own.shardid FROM pg_dist_shard own "
-            "JOIN pg_dist_shard counts ON counts.shardminvalue = own.shardminvalue "
-            "WHERE own.logicalrelid = 'assignments_assignment'::regclass "
-            "AND counts.logicalrelid = 'assignments_assignmentcount'::regclass"
-        )
-        own_shard = dict(cursor.fetchall())
-        cursor.execute(
-            "SELECT shardid, result FROM run_command_on_shards('assignments_assignmentcount', "
-            "$$SELECT string_agg(DISTINCT split_part(shard, '-', 1), ',') FROM %s$$)"
-        )
-        writers = {shard: set(result.split(",")) for shard, result in cursor.fetchall() if result}
-    assert len(writers) == assignments_shard_count(), "every shard was written"
-    assert writers == {shard: {own_shard[shard]} for shard in writers}
-    experiment_pk = rows[0][0]
-    assert _counted(experiment_pk) == Assignment.objects.filter(experiment_id=experiment_pk).count() == len(rows)
-
-
-@citus
-@pytest.mark.django_db(transaction=True)
-def test_migration_0010__distributed_database__every_node_gets_the_count_functions_that_keep_the_name():
-    replace_on_citus = importlib.import_module("assignments.migrations.0010_citus_count_shard_kept")._replace_on_citus
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "CREATE OR REPLACE FUNCTION assignments_count_insert() RETURNS trigger LANGUAGE plpgsql AS "
-            "$$BEGIN RETURN NULL; END$$"
-        )
-
-    replace_on_citus(None, SimpleNamespace(connection=connection))
-
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT result FROM run_command_on_all_nodes("
-            "$$SELECT prosrc FROM pg_proc WHERE proname = 'assignments_count_insert'$$)"
-        )
-        bodies = [body for (body,) in cursor.fetchall()]
-    assert len(bodies) >= 3, "the coordinator and each worker"
-    assert all("count_shard := assignments_count_shard(TG_TABLE_NAME)" in body for body in bodies), bodies
 
 
 def _worker_ctl(action: str) -> None:
@@ -416,100 +323,3 @@ def test_export__on_citus__read_in_pages_of_chunk_size_each_from_where_the_last_
     pages = [sql for sql in statements if "assignments_assignment" in sql and "LIMIT 10" in sql]
     assert len(pages) == 3
     assert sorted(row[1] for row in rows) == [f"p-{n:04d}" for n in range(25)]
-
-
-# Distributing a database with rows copies them into the shards: longer than the helpers' default.
-MANAGE_TIMEOUT_S = 300
-
-
-def _env(database_url: str) -> dict[str, str]:
-    return {"DATABASE_URL": database_url, "SECRET_KEY": "distribution-tests"}
-
-
-def _manage(database_url: str, *args: str) -> str:
-    return manage_output(*args, env=_env(database_url), timeout=MANAGE_TIMEOUT_S)
-
-
-def _cluster_server() -> str:
-    settings_dict = connection.settings_dict
-    return f"postgres://{settings_dict['USER'] or 'root'}@{settings_dict['HOST']}:{settings_dict['PORT']}"
-
-
-def _shard_counts(url: str) -> dict[str, int]:
-    with psycopg.connect(url, autocommit=True) as database:
-        return dict(
-            database.execute(
-                "SELECT logicalrelid::regclass::text, count(*) FROM pg_dist_shard "
-                "WHERE logicalrelid::regclass::text = ANY(%s) GROUP BY 1",
-                [[item.table for item in DISTRIBUTED_TABLES]],
-            ).fetchall()
-        )
-
-
-@pytest.mark.django_db
-@pytest.mark.parametrize("shard_count", [0, 64001])
-def test_distribute_tables__shard_count_out_of_range__refuses_and_changes_nothing(shard_count):
-    with pytest.raises(CommandError, match=r"nothing changed: the shard count must be from 1 to 64000"):
-        call_command("distribute_tables", shard_count=shard_count, stdout=io.StringIO())
-
-
-@citus
-@pytest.mark.django_db
-def test_distribute_tables__shard_count__every_distributed_table_has_that_many_and_keeps_them():
-    # Given a migrated database of the cluster
-    server = _cluster_server()
-    citus_database_create(server, "distribute_shards", 2)
-    url = f"{server}/distribute_shards"
-    _manage(url, "migrate")
-
-    # When it is distributed in 4 shards
-    _manage(url, "distribute_tables", "--shard-count", "4")
-
-    # Then every distributed table has 4, and asking for another count later changes nothing
-    assert _shard_counts(url) == {item.table: 4 for item in DISTRIBUTED_TABLES}
-    refused = manage_run("distribute_tables", "--shard-count", "8", env=_env(url), timeout=MANAGE_TIMEOUT_S)
-    assert refused.returncode != 0
-    assert "distributed in 4 shards already" in refused.stderr
-    assert _shard_counts(url) == {item.table: 4 for item in DISTRIBUTED_TABLES}
-    assert "nothing to do" in _manage(url, "distribute_tables", "--shard-count", "4")
-
-
-@citus
-@pytest.mark.django_db
-def test_distribute_tables__database_with_rows__rows_and_counts_kept_and_counting_and_ids_go_on(tmp_path):
-    # Given a database of the cluster, migrated and used before it was distributed
-    server = _cluster_server()
-    citus_database_create(server, "distribute_existing", 2)
-    url = f"{server}/distribute_existing"
-    _manage(url, "migrate")
-    _manage(url, "apply_resources", "examples/demo.yaml")
-    with psycopg.connect(url, autocommit=True) as before:
-        before.execute(
-            "INSERT INTO assignments_assignment (experiment_id, subject_id, variant_id, cohort, created_at) "
-            "SELECT e.id, 'old-' || n, v.id, 1, now() FROM assignments_experiment e "
-            "JOIN assignments_variant v ON v.experiment_id = e.id AND v.is_control, generate_series(1, 300) n "
-            "WHERE e.key = 'checkout-button'"
-        )
-
-    # When it is distributed
-    out = _manage(url, "distribute_tables")
-
-    # Then every table is in place, the rows and their counts are kept, and new rows are counted
-    assert "distributed table assignments_assignment by subject_id" in out
-    with psycopg.connect(url, autocommit=True) as after:
-        assert after.execute("SELECT count(*) FROM pg_dist_partition").fetchone()[0] == len(REFERENCE_TABLES) + len(
-            DISTRIBUTED_TABLES
-        )
-        after.execute(
-            "INSERT INTO assignments_assignment (experiment_id, subject_id, variant_id, cohort, created_at) "
-            "SELECT experiment_id, 'new-' || subject_id, variant_id, 1, now() FROM assignments_assignment"
-        )
-        counted, stored = after.execute(
-            "SELECT (SELECT sum(assignments) FROM assignments_assignmentcount), "
-            "(SELECT count(*) FROM assignments_assignment)"
-        ).fetchone()
-    assert (counted, stored) == (600, 600)
-    # And new resources take new IDs (Citus restarts a distributed table's identity)
-    lab = tmp_path / "lab.yaml"
-    lab.write_text(resources.yaml_documents(resources.lab("after-distribution")))
-    assert "created" in _manage(url, "apply_resources", str(lab))

@@ -1,11 +1,44 @@
-"""The staff console's pages as staff read and submit them, through the test client."""
+"""The staff console's pages as staff read and submit them, through the test client, and the configuration and
+assignments its page tests set up."""
 
 from __future__ import annotations
 
 import html
 import re
+from datetime import timedelta
 
+from django.utils import timezone
+
+from assignments.models import Assignment, Experiment, Variant
+from tests.helpers import resources
 from tests.helpers.browser import form_fields
+
+CONFIG = (
+    resources.subject_type("user"),
+    resources.subject_type("cookie"),
+    resources.experiment("checkout"),
+    resources.experiment(
+        "banner",
+        subject_type="cookie",
+        variants=[resources.variant("control", 0.5, control=True), resources.variant("wide", 0.5)],
+    ),
+    resources.experiment("finished", status="ended"),
+)
+USER_WITH_ATTRIBUTES = resources.subject_type(
+    "user", attributes={"country": "string", "plan": "string", "seats": "number"}
+)
+IN_DE = [{"attribute": "country", "in": ["DE", "AT"]}]
+
+# The form tests' gated experiment: every gate, on a `user` that declares ATTRIBUTES.
+GATED = {
+    "enrollment": {"startAt": "2026-12-01T09:00:00+01:00", "stopAt": "2027-01-15T00:00:00+01:00"},
+    "targeting": [
+        {"attribute": "country", "in": ["DE", "AT"]},
+        {"anyOf": [{"attribute": "plan", "equals": "pro"}, {"attribute": "seats", "gte": 10}]},
+    ],
+    "coverage": 0.2,
+}
+ATTRIBUTES = {"country": "string", "plan": "string", "seats": "number", "appVersion": "version"}
 
 
 def change_url(obj) -> str:
@@ -63,3 +96,30 @@ def table_rows(response, table_id: str) -> list[list[str]]:
         [inline_text(cell) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
         for row in re.findall(r"<tr>(.*?)</tr>", table, re.S)
     ]
+
+
+def variant(experiment: Experiment, key: str = "green") -> Variant:
+    return Variant.objects.get(experiment=experiment, key=key)
+
+
+def assign(experiment: Experiment, variant_key: str, count: int, *, days_ago: int = 0, prefix: str = "s") -> None:
+    variant = Variant.objects.get(experiment=experiment, key=variant_key)
+    created = timezone.now() - timedelta(days=days_ago)
+    Assignment.objects.bulk_create(
+        Assignment(
+            experiment=experiment,
+            subject_id=f"{prefix}-{variant_key}-{days_ago}-{n}",
+            variant=variant,
+            cohort=1,
+            created_at=created,
+        )
+        for n in range(count)
+    )
+
+
+def apply_experiment(key: str, **fields) -> None:
+    """Subject types `user` and `device`, and the experiment: active, on `user`, 50/50, "Green sells more"."""
+    fields.setdefault("hypothesis", "Green sells more")
+    resources.apply_resources(
+        resources.subject_type("user"), resources.subject_type("device"), resources.experiment(key, **fields)
+    )

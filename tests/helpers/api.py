@@ -1,11 +1,14 @@
-"""The API as its clients see it: the problem+json error shape and an in-process client with a token."""
+"""The API as its clients see it: the problem+json error shape, an in-process client with a token, and the SQL
+statements a request costs."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 # Written out, not imported from core.api.problems: the tests check the code against the documented value.
 PROBLEM_CONTENT_TYPE = "application/problem+json"
@@ -27,6 +30,14 @@ def assert_problem(response, *, status: int, code: str) -> dict:
 
 def error_fields(body: dict) -> list[str]:
     return [error["field"] for error in body["errors"]]
+
+
+def request_statements(api, path: str, body: dict) -> int:
+    """The SQL statements one successful POST of `body` to `path` costs."""
+    with CaptureQueriesContext(connection) as captured:
+        response = api.post(path, body)
+    assert response.status_code == 200, response.content
+    return len(captured.captured_queries)
 
 
 class ApiClient:

@@ -1,14 +1,17 @@
-"""The assignment formula and the slot draw written independently, and assignments stored as another process
-would have."""
+"""The assignment formula and the slot draw written independently, assignments stored as another process
+would have, new rows as the service inserts them and the counts its triggers keep."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from datetime import datetime
 
+from django.db import connection
+from django.db.models import Sum
 from django.utils import timezone
 
-from assignments.models import Assignment, Experiment
+from assignments.models import Assignment, AssignmentCount, Experiment
 
 
 def reference_variant(salt: str, subject_id: str, splits: Sequence[tuple[str, float]]) -> str:
@@ -35,14 +38,35 @@ def reference_slot(salt: str, subject_id: str) -> int:
     return int.from_bytes(digest[:8], "big") * 10000 // 2**64
 
 
-def assigned_store(experiment_key: str, subject_id: str, variant: str) -> None:
-    """A hashed assignment of cohort 1 stored directly, as an earlier request would have."""
+def assigned_store(
+    experiment_key: str,
+    subject_id: str,
+    variant: str,
+    *,
+    source: str = Assignment.Source.HASHED,
+    created_at: datetime | None = None,
+) -> None:
+    """An assignment of cohort 1 stored directly, as an earlier request (hashed, now, unless told) would have."""
     experiment = Experiment.objects.get(key=experiment_key)
     Assignment.objects.create(
         experiment=experiment,
         subject_id=subject_id,
         variant=experiment.variants.get(key=variant),
         cohort=1,
-        source=Assignment.Source.HASHED,
-        created_at=timezone.now(),
+        source=source,
+        created_at=created_at or timezone.now(),
     )
+
+
+def new_rows(prefix: str, count: int) -> tuple[list[tuple], object]:
+    """`count` new (experiment pk, subject ID, variant pk, cohort, source) rows of checkout-button, and a time
+    for them as the service adapts it."""
+    experiment = Experiment.objects.get(key="checkout-button")
+    variant = experiment.variants.first()
+    rows = [(experiment.pk, f"{prefix}-{n:04d}", variant.pk, 1, "hashed") for n in range(count)]
+    return rows, connection.ops.adapt_datetimefield_value(timezone.now())
+
+
+def assignments_counted(experiment_pk: int) -> int:
+    """The assignments of an experiment as the triggers counted them (assignments_assignmentcount)."""
+    return AssignmentCount.objects.filter(experiment_id=experiment_pk).aggregate(total=Sum("assignments"))["total"]

@@ -1,5 +1,5 @@
 """The database as the tests need it besides the ORM: unreachable without mocks, its lock waits, all its text,
-its connection options."""
+its connection options, whether it is a Citus cluster."""
 
 from __future__ import annotations
 
@@ -9,13 +9,17 @@ import tempfile
 import uuid
 from pathlib import Path
 
+import pytest
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection
 
-from assignments.distribution import assignments_distributed
-from assignments.storage import CITUS_SPLIT_FROM
+from assignments.storage_citus import CITUS_SPLIT_FROM, assignments_distributed
 from core.healthz import database_probe, probe_connection
 from devtools.ports import free_port
+
+on_citus = os.environ.get("TEST_CITUS") == "1"
+"""The suite runs on a Citus coordinator whose tables are distributed (scripts/test-citus sets TEST_CITUS)."""
+citus = pytest.mark.skipif(not on_citus, reason="needs the tables distributed on Citus (scripts/test-citus)")
 
 WAITS_POSTGRES = (
     "SELECT count(*) FROM pg_stat_activity "
@@ -53,7 +57,7 @@ def assignments_shard_count() -> int:
 def lock_waits_query() -> str:
     """A statement whose one value is the number of sessions waiting for a lock, on one server or anywhere
     in a Citus cluster."""
-    return WAITS_CITUS if os.environ.get("TEST_CITUS") == "1" else WAITS_POSTGRES
+    return WAITS_CITUS if on_citus else WAITS_POSTGRES
 
 
 @contextlib.contextmanager

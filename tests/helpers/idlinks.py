@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import connection
 
 from assignments.models import SubjectType
+from assignments.selectors import subject_types_active
 from idlinks.models import IdentifierLink
 from idlinks.services import Identifier, id_link_create
 
@@ -16,7 +17,7 @@ def link_body(*identifiers: tuple[str, str]) -> dict:
 
 
 def link(first: tuple[str, str], second: tuple[str, str]) -> None:
-    id_link_create(first=Identifier(*first), second=Identifier(*second))
+    id_link_create(first=Identifier(*first), second=Identifier(*second), subject_types_active=subject_types_active)
 
 
 def stored_links() -> list[tuple[str, str, str, str]]:

@@ -59,6 +59,18 @@ def run_manage(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     )
 
 
+def manage_started(*args: str, stderr) -> subprocess.Popen:
+    """Start `manage.py args` on the test session's database: stdin empty, stdout a pipe, stderr as given."""
+    return subprocess.Popen(
+        [sys.executable, "manage.py", *args],
+        cwd=PROJECT_DIR,
+        env=manage_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+    )
+
+
 @dataclass(frozen=True)
 class ClosedStdoutRun:
     returncode: int
@@ -68,14 +80,7 @@ class ClosedStdoutRun:
 
 def run_manage_reader_leaves(*args: str, lines: int) -> ClosedStdoutRun:
     """Run `manage.py args | head -<lines>`: read that many lines of stdout (0: none), then close it."""
-    process = subprocess.Popen(
-        [sys.executable, "manage.py", *args],
-        cwd=PROJECT_DIR,
-        env=manage_env(),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    process = manage_started(*args, stderr=subprocess.PIPE)
     try:
         lines_read = [process.stdout.readline() for _ in range(lines)]
         process.stdout.close()
@@ -127,14 +132,7 @@ def run_manage_stderr_on_terminal(*args: str) -> TerminalRun:
             received.append(data)
 
     try:
-        process = subprocess.Popen(
-            [sys.executable, "manage.py", *args],
-            cwd=PROJECT_DIR,
-            env=manage_env(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=slave,
-        )
+        process = manage_started(*args, stderr=slave)
     finally:
         os.close(slave)
     reader = threading.Thread(target=drain, daemon=True)

@@ -1,4 +1,5 @@
-"""Resource documents for set-up, built as dicts and applied through the real parser and apply path.
+"""Resource documents for set-up, built as dicts and applied through the real parser and apply path, and the
+cohorts an apply stored, read back.
 
 A test whose subject is the YAML text itself (syntax, comments, quoting, messages naming a document or a
 line) writes that text inline instead.
@@ -6,16 +7,17 @@ line) writes that text inline instead.
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError
 
-from assignments.configuring import Actor, resources_apply
-from assignments.resources import resources_parse
+from assignments.configuration.apply import Actor, resources_apply
+from assignments.configuration.resources import resources_parse
+from assignments.models import Cohort
+from tests.helpers.commands import command_output
 from tests.helpers.database import all_table_text
 
 
@@ -146,21 +148,23 @@ def apply_file(tmp_path: Path, *documents: dict) -> tuple[str, list[str]]:
     """`manage.py apply_resources` of one file holding the documents: the file's path and the lines printed."""
     path = tmp_path / "resources.yaml"
     path.write_text(yaml_documents(*documents), encoding="utf-8")
-    out = io.StringIO()
-    call_command("apply_resources", str(path), stdout=out)
-    return str(path), out.getvalue().splitlines()
+    return str(path), command_output("apply_resources", str(path)).splitlines()
 
 
 def export_text(*args: str) -> str:
     """What `manage.py export_resources` prints with these arguments."""
-    out = io.StringIO()
-    call_command("export_resources", *args, stdout=out)
-    return out.getvalue()
+    return command_output("export_resources", *args)
 
 
 def database_rows() -> list[str]:
     # Sorted: the rows are compared, not the order a table scan happens to return them in.
     return sorted(all_table_text().splitlines())
+
+
+def cohort_rules(key: str = "checkout") -> list[tuple[int, list, dict]]:
+    """The cohorts an apply stored for the experiment `key`: (number, splits, population) each, in order."""
+    cohorts = Cohort.objects.filter(experiment__key=key).order_by("number")
+    return list(cohorts.values_list("number", "splits", "population"))
 
 
 def refusal(tmp_path: Path, *documents: dict) -> tuple[str, list[str]]:

@@ -1,3 +1,5 @@
+"""Fixtures of the identifier-link tests."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,7 +10,7 @@ from tests.factories import SubjectTypeFactory
 
 @pytest.fixture
 def subject_types(db) -> dict[str, SubjectType]:
-    """Active `user`, `Cookie` (capitalised as configured) and `device`; archived `legacy`."""
+    """Active `user`, `Cookie` (capitalised as configured) and `device`, created in that order; archived `legacy`."""
     return {
         "user": SubjectTypeFactory(key="user"),
         "cookie": SubjectTypeFactory(key="Cookie"),

@@ -1,11 +1,11 @@
-"""The identifier-link admin: read-only, resolving identifiers, fit for a big table."""
+"""idlinks/admin.py: the identifier-link admin: read-only, resolving identifiers, fit for a big table."""
 
 from __future__ import annotations
 
 import pytest
 from django.db import connection
 
-from assignments.distribution import assignments_distributed
+from assignments.storage_citus import assignments_distributed
 from core.admin import ESTIMATE_ABOVE_ROWS, EstimatedCountPaginator
 from idlinks.models import IdentifierLink
 from tests.factories import IdentifierLinkFactory, SubjectTypeFactory

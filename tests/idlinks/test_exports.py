@@ -1,10 +1,9 @@
-"""`manage.py export_id_links [--format csv|jsonl] [--since ISO8601] [--output FILE]`: identifier links, streamed."""
+"""idlinks/exports.py: `manage.py export_id_links [--format csv|jsonl] [--since ISO8601] [--output FILE]`: identifier
+links, streamed."""
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
-import io
 import json
 import os
 
@@ -15,6 +14,8 @@ from django.db import DataError, connection
 from core.exports import CHUNK_SIZE
 from idlinks.models import IdentifierLink
 from tests.factories import IdentifierLinkFactory
+from tests.helpers.commands import command_streams
+from tests.helpers.exports import CursorProbe, csv_rows
 from tests.helpers.processes import run_manage, run_manage_piped_to_head, run_manage_stderr_on_terminal
 
 HEADER = "subject_type_a,subject_id_a,subject_type_b,subject_id_b,created_at\n"
@@ -23,13 +24,7 @@ T0 = dt.datetime(2026, 11, 1, 10, 0, 0, tzinfo=dt.UTC)
 
 
 def export(*args: str) -> tuple[str, str]:
-    stdout, stderr = io.StringIO(), io.StringIO()
-    call_command("export_id_links", *args, stdout=stdout, stderr=stderr)
-    return stdout.getvalue(), stderr.getvalue()
-
-
-def csv_rows(text: str) -> list[list[str]]:
-    return list(csv.reader(io.StringIO(text, newline="")))
+    return command_streams("export_id_links", *args)
 
 
 def add_link(subject_types, type_a: str, id_a: str, type_b: str, id_b: str, created_at: dt.datetime):
@@ -242,21 +237,6 @@ def test_export_id_links__read_fails_half_way__previous_file_kept_and_no_partial
     # Then the previous export is intact, the new file does not exist, and no partial file is left
     assert destination.read_text() == "previous export\n"
     assert [path.name for path in tmp_path.iterdir()] == ["links.csv"]
-
-
-class CursorProbe(io.StringIO):
-    """A stdout that, at the first row written, records the server-side cursors open on the connection."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.cursors: list[tuple[str, bool]] | None = None
-
-    def write(self, text: str) -> int:
-        if self.cursors is None:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT statement, is_holdable FROM pg_cursors")
-                self.cursors = cursor.fetchall()
-        return super().write(text)
 
 
 @pytest.mark.postgres

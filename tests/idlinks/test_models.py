@@ -1,4 +1,4 @@
-"""The database's own guarantees for links, whatever writes them."""
+"""idlinks/models.py: the database's own guarantees for links, whatever writes them."""
 
 from __future__ import annotations
 

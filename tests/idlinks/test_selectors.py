@@ -1,28 +1,16 @@
-"""identifiers_connected: resolving an identifier to everything linked to it, by the walk of following links."""
+"""idlinks/selectors.py: identifiers_connected: resolving an identifier to everything linked to it, by the walk of
+following links."""
 
 from __future__ import annotations
 
 import pytest
 
-from assignments import linking, storage
-from assignments.distribution import assignments_distributed
-from assignments.linking import FANOUT, MAX_DEPTH, MAX_IDENTIFIERS
-from assignments.models import SubjectType
-from assignments.subjects import ConnectedIdentifier, identifiers_connected
+from assignments.storage_citus import assignments_distributed
+from idlinks import storage
 from idlinks.models import IdentifierLink
-from tests.factories import SubjectTypeFactory
+from idlinks.selectors import ConnectedIdentifier, identifiers_connected
+from idlinks.walk import FANOUT, MAX_DEPTH, MAX_IDENTIFIERS
 from tests.helpers.idlinks import link, links_store
-
-
-@pytest.fixture
-def subject_types(db) -> dict[str, SubjectType]:
-    """Active `user`, `Cookie` (capitalised as configured) and `device`, created in that order; archived `legacy`."""
-    return {
-        "user": SubjectTypeFactory(key="user"),
-        "cookie": SubjectTypeFactory(key="Cookie"),
-        "device": SubjectTypeFactory(key="device"),
-        "legacy": SubjectTypeFactory(key="legacy", status=SubjectType.Status.ARCHIVED),
-    }
 
 
 def unrelated_links() -> list:
@@ -34,7 +22,7 @@ def unrelated_links() -> list:
 
 
 def connected(subject_types, subject_type: str, subject_id: str, **bounds):
-    return identifiers_connected(subject_type=subject_types[subject_type], subject_id=subject_id, **bounds)
+    return identifiers_connected(subject_type_pk=subject_types[subject_type].pk, subject_id=subject_id, **bounds)
 
 
 def found(result) -> list[tuple[str, str, int]]:
@@ -219,7 +207,6 @@ def test_identifiers_connected__dense_small_component__complete_not_truncated(su
 
 def test_identifiers_connected__past_the_row_bound__empty_and_truncated(subject_types, monkeypatch):
     # Given: a component whose links are more rows than the walk may read (the bound made small here)
-    monkeypatch.setattr(linking, "MAX_LINK_ROWS", 10)
     monkeypatch.setattr(storage, "MAX_LINK_ROWS", 10)
     for index in range(11):
         link(("user", "hub"), ("cookie", f"c-{index}"))

@@ -1,4 +1,5 @@
-"""add_worker (docs/how-to/scale-out-citus.md): a new worker node prepared, added and rebalanced onto.
+"""assignments/citus/worker_nodes.py: add_worker (docs/how-to/scale-out-citus.md): a new worker node prepared, added and
+rebalanced onto.
 
 On Citus (scripts/test-citus) these start a throwaway cluster of their own on free ports, a coordinator and
 one worker with the service's database migrated and distributed, and a bare server for the new worker, so
@@ -8,7 +9,6 @@ refusal and the choice of transfer mode run.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import tempfile
@@ -21,13 +21,13 @@ import pytest
 from django.core.management import CommandError, call_command
 from psycopg import sql
 
-from assignments.nodes import transfer_mode
+from assignments.citus.worker_nodes import transfer_mode
 from devtools.citus import citus_bare_node, citus_cluster, citus_database_create
 from devtools.cluster import Cluster, private_cluster
 from devtools.ports import free_port, free_port_range
+from tests.helpers.database import on_citus
 from tests.helpers.processes import manage_output, manage_run
 
-on_citus = os.environ.get("TEST_CITUS") == "1"
 citus = pytest.mark.skipif(not on_citus, reason="starts a Citus cluster of its own (scripts/test-citus)")
 
 DATABASE = "add_worker"

@@ -1,4 +1,5 @@
-"""`manage.py apply_resources` (docs/reference/resources.md): files in, one transaction, a line per resource."""
+"""assignments/configuration/apply.py: `manage.py apply_resources` (docs/reference/resources.md): files in, one
+transaction, a line per resource."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError
 
 from assignments.models import Cohort, Experiment, Lab, SubjectType
 from tests.helpers import PROJECT_DIR
+from tests.helpers.commands import command_output
 
 # The files the command reads, written out: its output names files and documents, so their text is what
 # is tested, not set-up.
@@ -64,9 +66,7 @@ def write(tmp_path: Path, name: str, text: str) -> str:
 
 
 def run(*args: str) -> list[str]:
-    out = io.StringIO()
-    call_command("apply_resources", *args, stdout=out)
-    return out.getvalue().splitlines()
+    return command_output("apply_resources", *args).splitlines()
 
 
 def nothing_configured() -> bool:
@@ -114,7 +114,9 @@ def test_apply_resources__invalid_file__error_names_file_document_and_field_and_
     with pytest.raises(CommandError) as caught:
         run(good, bad)
 
-    assert f"{bad}: document 2: spec.variants.0.split: is required and must be a number" in str(caught.value)
+    assert f"{bad}: document 2: spec.variants.0.split: must be a number from 0 to 1, not the string 'high'" in str(
+        caught.value
+    )
     assert nothing_configured()
 
 

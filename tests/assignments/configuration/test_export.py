@@ -1,17 +1,16 @@
-"""`manage.py export_resources`: YAML that apply_resources accepts unchanged (docs/reference/resources.md)."""
+"""assignments/configuration/export.py: `manage.py export_resources`: YAML that apply_resources accepts unchanged
+(docs/reference/resources.md)."""
 
 from __future__ import annotations
 
-import io
-
 import pytest
 import yaml
-from django.core.management import call_command
 
+from assignments.configuration.resources import resources_parse
 from assignments.models import Experiment
-from assignments.resources import resources_parse
 from tests.factories import LabFactory
 from tests.helpers import resources
+from tests.helpers.commands import command_output
 from tests.helpers.processes import run_manage_piped_to_head
 from tests.helpers.resources import apply_resources, apply_yaml, experiment, export_text, subject_type
 
@@ -67,9 +66,7 @@ spec:
 
 
 def apply_lines(path) -> list[str]:
-    out = io.StringIO()
-    call_command("apply_resources", str(path), stdout=out)
-    return out.getvalue().splitlines()
+    return command_output("apply_resources", str(path)).splitlines()
 
 
 def test_export__round_trip__applying_the_export_reports_only_unchanged(db, tmp_path):

@@ -1,19 +1,20 @@
-"""Every real change of a resource is recorded; `manage.py resource_history KIND ID` prints it, newest first."""
+"""assignments/configuration/history.py: every real change of a resource is recorded; `manage.py resource_history KIND
+ID` prints it, newest first."""
 
 from __future__ import annotations
 
 import getpass
-import io
 import os
 import subprocess
 import sys
 
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError
 
+from assignments.configuration.resources import ResourceInvalid
 from assignments.models import ResourceChange
-from assignments.resources import ResourceInvalid
 from tests.helpers import PROJECT_DIR
+from tests.helpers.commands import command_output
 from tests.helpers.resources import apply_resources, experiment, subject_type, variant
 from tests.helpers.server import database_url_for_tests
 
@@ -29,9 +30,7 @@ def history(resource_id: str = "checkout") -> list[ResourceChange]:
 
 
 def run(*args: str) -> list[str]:
-    out = io.StringIO()
-    call_command("resource_history", *args, stdout=out)
-    return out.getvalue().splitlines()
+    return command_output("resource_history", *args).splitlines()
 
 
 def test_apply__creation_and_change__one_entry_each_with_documents_and_os_user(db):

@@ -1,6 +1,6 @@
-"""Holdouts as configuration (docs/reference/resources.md#kind-holdout): the `holdout` documents and the
-experiments' `spec.holdouts`; what apply_resources refuses and accepts, the binding by scope, what activity and
-assignments freeze, the export and the history; and the data commands on a holdout."""
+"""assignments/configuration/holdouts.py: holdouts as configuration (docs/reference/resources.md#kind-holdout): the
+`holdout` documents and the experiments' `spec.holdouts`; what apply_resources refuses and accepts, the binding by
+scope, what activity and assignments freeze, the export and the history; and the data commands on a holdout."""
 
 from __future__ import annotations
 
@@ -44,11 +44,37 @@ def users(db):
 
 HOLDOUT_MISTAKES = [
     # (id, the holdout document, what the error says after "document 1: ")
-    ("no-share", {**holdout("h"), "spec": {"subjectType": "user"}}, "spec.share: is required and must be a number"),
-    ("share-0", holdout("h", share=0), "spec.share: is required and must be a number more than 0 and at most 0.5"),
-    ("share-above-half", holdout("h", share=0.51), "spec.share: is required and must be a number more than 0"),
-    ("share-a-string", holdout("h", share="0.1"), "spec.share: is required and must be a number"),
-    ("share-true", holdout("h", share=True), "spec.share: is required and must be a number"),
+    (
+        "no-share",
+        {**holdout("h"), "spec": {"subjectType": "user"}},
+        "spec.share: is required: a number more than 0 and at most 0.5 (0.1 holds out 10 %)",
+    ),
+    (
+        "share-0",
+        holdout("h", share=0),
+        "spec.share: must be a number more than 0 and at most 0.5 (0.1 holds out 10 %), not 0",
+    ),
+    (
+        "share-above-half",
+        holdout("h", share=0.51),
+        "spec.share: must be a number more than 0 and at most 0.5 (0.1 holds out 10 %), not 0.51",
+    ),
+    (
+        "share-percent",
+        holdout("h", share=10),
+        "spec.share: must be a number more than 0 and at most 0.5 (0.1 holds out 10 %), not 10",
+    ),
+    (
+        "share-a-string",
+        holdout("h", share="0.1"),
+        "spec.share: must be a number more than 0 and at most 0.5 (0.1 holds out 10 %), not the string '0.1' "
+        "(leave the quotes off in YAML)",
+    ),
+    (
+        "share-true",
+        holdout("h", share=True),
+        "spec.share: must be a number more than 0 and at most 0.5 (0.1 holds out 10 %), not true",
+    ),
     ("no-subject-type", {**holdout("h"), "spec": {"share": 0.1}}, "spec.subjectType: is required"),
     (
         "winner-declared",

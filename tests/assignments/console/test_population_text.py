@@ -1,11 +1,11 @@
-"""A cohort's population rule and the gates' reasons, in words."""
+"""assignments/console/population_text.py: a cohort's population rule and the gates' reasons, in words."""
 
 from __future__ import annotations
 
 import pytest
 
 from assignments import gates
-from assignments.populations import percent_text, plural, population_text, reason_text
+from assignments.console.population_text import percent_text, plural, population_text, reason_text
 
 START, STOP = "2026-12-01T08:00:00Z", "2027-01-14T23:00:00Z"
 

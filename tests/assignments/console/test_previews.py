@@ -1,5 +1,5 @@
-"""What the API would answer a subject now, storing nothing: the staff console's previews, with the subject's
-holdout memberships and layer slots."""
+"""assignments/console/previews.py: what the API would answer a subject now, storing nothing: the staff console's
+previews, with the subject's holdout memberships and layer slots."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import pytest
 from django.utils import timezone
 
 from assignments import gates
+from assignments.configuration.resources import time_text
+from assignments.console.previews import EXPERIMENT_NOT_ACTIVE, holdout_memberships, layer_slots, subject_preview
 from assignments.models import Assignment, Experiment, SubjectType
-from assignments.previews import EXPERIMENT_NOT_ACTIVE, holdout_memberships, layer_slots, subject_preview
-from assignments.resources import time_text
+from assignments.selectors import subject_types_active
 from idlinks.services import Identifier, id_link_create
 from tests.helpers.assignments import assigned_store, reference_slot, reference_variant
 from tests.helpers.resources import apply_resources, experiment, holdout, in_layer, layer, subject_type
@@ -91,7 +92,11 @@ def test_subject_preview__linked_identifier_assigned__carried_over_past_coverage
     )
     assigned_store("banner", "c-1", "green")
     for cookie in ("c-1", "c-2"):
-        id_link_create(first=Identifier("user", "u-1"), second=Identifier("cookie", cookie))
+        id_link_create(
+            first=Identifier("user", "u-1"),
+            second=Identifier("cookie", cookie),
+            subject_types_active=subject_types_active,
+        )
 
     # When c-2, linked to it through u-1, and c-3, linked to nothing, are previewed
     linked, alone = preview("banner", "c-2", {}), preview("banner", "c-3", {})

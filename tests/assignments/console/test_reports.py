@@ -1,4 +1,5 @@
-"""`manage.py experiment_report ID` (docs/how-to/data-tasks.md): counts, shares and the SRM p-value per cohort."""
+"""assignments/console/reports.py: `manage.py experiment_report ID` (docs/how-to/data-tasks.md): counts, shares and the
+SRM p-value per cohort."""
 
 from __future__ import annotations
 
@@ -13,18 +14,17 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from assignments.assigning import assign_subjects
+from assignments.console.reports import experiment_report
 from assignments.models import Assignment, Experiment, Variant
-from assignments.reports import experiment_report
 from tests.factories import ExperimentFactory
 from tests.helpers import PROJECT_DIR
+from tests.helpers.commands import command_output
 from tests.helpers.resources import apply_resources, experiment, split_variants
 from tests.helpers.server import database_url_for_tests
 
 
 def report(*args: str) -> str:
-    stdout = io.StringIO()
-    call_command("experiment_report", *args, stdout=stdout)
-    return stdout.getvalue()
+    return command_output("experiment_report", *args)
 
 
 def report_json(experiment_id: str) -> dict:
@@ -53,11 +53,6 @@ def one_degree_p_value(observed: list[int], shares: list[float]) -> float:
         (count - total * share) ** 2 / (total * share) for count, share in zip(observed, shares, strict=True)
     )
     return math.erfc(math.sqrt(statistic / 2))
-
-
-@pytest.fixture
-def checkout(db) -> Experiment:
-    return ExperimentFactory(key="Checkout-Button", splits=[("control", 0.5), ("Green", 0.5)])
 
 
 def test_report__imbalanced_cohort__aligned_table_with_shares_and_p_value(checkout):

@@ -1,8 +1,9 @@
-"""A layer's slots as the staff console maps them: owners now, free runs, owners before, drafts in the way."""
+"""assignments/console/slotmaps.py: a layer's slots as the staff console maps them: owners now, free runs, owners
+before, drafts in the way."""
 
 from __future__ import annotations
 
-from assignments.slotmaps import Owner, slot_map
+from assignments.console.slotmaps import Owner, slot_map
 
 
 def owner(pk: int, key: str, status: str, *ranges: tuple[int, int]) -> Owner:

@@ -1,4 +1,4 @@
-"""assignments/statistics.py against values computed elsewhere: scipy, closed forms, worked examples."""
+"""assignments/console/statistics.py against values computed elsewhere: scipy, closed forms, worked examples."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from assignments.statistics import chi_square_sf, regularized_gamma_q, sample_ratio_test
+from assignments.console.statistics import chi_square_sf, regularized_gamma_q, sample_ratio_test
 
 # (statistic, degrees of freedom, scipy.stats.chi2.sf(statistic, df)) from scipy 1.17.1.
 SCIPY_CHI2_SF = [

@@ -1,4 +1,5 @@
-"""`manage.py delete_assignments --experiment ID --yes`: clean-up of a finished experiment's assignments."""
+"""assignments/data/deleting.py: `manage.py delete_assignments --experiment ID --yes`: clean-up of a finished
+experiment's assignments."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db.models import Sum
 
-from assignments.deleting import DeleteRefused, assignments_delete
+from assignments.console.reports import experiment_report
+from assignments.data.deleting import DeleteRefused, assignments_delete
 from assignments.models import Assignment, AssignmentCount, Experiment
-from assignments.reports import experiment_report
 from tests.factories import ExperimentFactory
+from tests.helpers.commands import command_output
 from tests.helpers.processes import (
     CLOSED_STDOUT_MESSAGE,
     run_manage,
@@ -42,9 +44,7 @@ def store(experiment: Experiment, count: int, *, cohort: int = 1, prefix: str = 
 
 
 def delete(*args: str) -> str:
-    stdout = io.StringIO()
-    call_command("delete_assignments", *args, stdout=stdout)
-    return stdout.getvalue()
+    return command_output("delete_assignments", *args)
 
 
 def counted(experiment: Experiment) -> int:

@@ -1,25 +1,22 @@
-"""`manage.py export_assignments` (docs/how-to/data-tasks.md): streamed CSV / JSON Lines of one experiment."""
+"""assignments/data/exports.py: `manage.py export_assignments` (docs/how-to/data-tasks.md): streamed CSV / JSON Lines of
+one experiment."""
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import io
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import connection
 
 from assignments.models import Assignment, Experiment
 from core.exports import CHUNK_SIZE, atomic_output, streaming_read, time_ordered
-from tests.factories import AssignmentFactory, ExperimentFactory
-from tests.helpers import PROJECT_DIR
-from tests.helpers.processes import run_manage_piped_to_head
-from tests.helpers.server import database_url_for_tests
+from tests.factories import AssignmentFactory
+from tests.helpers.commands import command_streams
+from tests.helpers.exports import CursorProbe, csv_rows
+from tests.helpers.processes import run_manage, run_manage_piped_to_head
 
 HEADER = ["experiment_id", "subject_id", "variant_id", "cohort", "created_at", "source"]
 T0 = dt.datetime(2026, 11, 1, 10, 0, 0, tzinfo=dt.UTC)
@@ -39,13 +36,7 @@ AWKWARD_SUBJECT_IDS = [
 
 
 def export(*args: str) -> tuple[str, str]:
-    stdout, stderr = io.StringIO(), io.StringIO()
-    call_command("export_assignments", *args, stdout=stdout, stderr=stderr)
-    return stdout.getvalue(), stderr.getvalue()
-
-
-def csv_rows(text: str) -> list[list[str]]:
-    return list(csv.reader(io.StringIO(text, newline="")))
+    return command_streams("export_assignments", *args)
 
 
 def bulk_assign(experiment: Experiment, count: int, *, start: dt.datetime = T0, prefix: str = "s") -> None:
@@ -61,11 +52,6 @@ def bulk_assign(experiment: Experiment, count: int, *, start: dt.datetime = T0, 
         )
         for index in range(count)
     )
-
-
-@pytest.fixture
-def checkout(db) -> Experiment:
-    return ExperimentFactory(key="Checkout-Button", splits=[("control", 0.5), ("Green", 0.5)])
 
 
 def test_export__csv_default__header_then_rows_by_resource_id_in_time_order(checkout):
@@ -348,21 +334,6 @@ def test_atomic_output__before_the_block_ends__destination_not_yet_written(tmp_p
     assert destination.read_text() == "row\n"
 
 
-class CursorProbe(io.StringIO):
-    """A stdout that, at the first row written, records the server-side cursors open on the connection."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.cursors: list[tuple[str, bool]] | None = None
-
-    def write(self, text: str) -> int:
-        if self.cursors is None:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT statement, is_holdable FROM pg_cursors")
-                self.cursors = cursor.fetchall()
-        return super().write(text)
-
-
 @pytest.mark.postgres
 @pytest.mark.single_node("streams through one server-side cursor; on Citus the export reads pages (time_ordered)")
 @pytest.mark.django_db(transaction=True)
@@ -398,13 +369,6 @@ def test_export__many_rows_since__only_the_later_ones(checkout):
     # 11:00 is 3600 seconds after the first row, at 10:00
     subject_ids = [json.loads(line)["subject_id"] for line in stdout.splitlines()]
     assert subject_ids == [f"s{index:06d}" for index in range(3600, 5000)]
-
-
-def run_manage(*args: str, **popen) -> subprocess.CompletedProcess:
-    env = {**os.environ, "DATABASE_URL": database_url_for_tests(), "SECRET_KEY": "export-tests"}
-    return subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=PROJECT_DIR, env=env, capture_output=True, timeout=60, **popen
-    )
 
 
 @pytest.mark.postgres

@@ -1,4 +1,5 @@
-"""QA overrides: `manage.py force_assignments` and the force form of the admin's subject lookup, one service."""
+"""assignments/data/forcing.py: QA overrides: `manage.py force_assignments` and the force form of the admin's subject
+lookup, one service."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.core.management import CommandError, call_command
 
+from assignments.console.reports import experiment_report
 from assignments.models import Assignment, Experiment
-from assignments.reports import experiment_report
 from tests.factories import AssignmentFactory
 from tests.helpers import PROJECT_DIR
+from tests.helpers.admin import messages_of
+from tests.helpers.commands import command_output
 from tests.helpers.processes import CLOSED_STDOUT_MESSAGE, manage_env, run_manage, run_manage_reader_leaves
 from tests.helpers.resources import apply_resources, experiment, subject_type, variant
 
@@ -45,9 +48,7 @@ def checkout(configured) -> Experiment:
 
 
 def force(*args: str) -> str:
-    stdout = io.StringIO()
-    call_command("force_assignments", *args, stdout=stdout)
-    return stdout.getvalue()
+    return command_output("force_assignments", *args)
 
 
 def stored(experiment: Experiment) -> dict[str, tuple[str, str, str, int]]:
@@ -331,12 +332,6 @@ def test_force_process__reader_closes_stdout_at_once__exit_1_short_message(check
 
 
 @pytest.fixture
-def staff_client(client, db):
-    client.force_login(User.objects.create_superuser("alice", "alice@example.com", password=None))
-    return client
-
-
-@pytest.fixture
 def viewer_client(client, db):
     """Staff who may view assignments but not change them."""
     user = User.objects.create_user("bob", "bob@example.com", is_staff=True)
@@ -345,14 +340,10 @@ def viewer_client(client, db):
     return client
 
 
-def messages_of(response) -> list[str]:
-    return [str(message) for message in response.context["messages"]]
-
-
 def test_admin_force__subject_without_assignment__forced_then_redirected_with_a_message(staff_client, checkout):
     # When staff force u1 from its lookup page
     response = staff_client.post(
-        LOOKUP_U1, {"experiment": "Checkout", "variant": "green", "reason": "QA-7 admin", "replace": ""}
+        LOOKUP_U1, {"experiment": "Checkout", "variant": "Green", "reason": "QA-7 admin", "replace": ""}
     )
 
     # Then it is stored like the command stores it, and the page comes back with a message
@@ -401,11 +392,21 @@ def test_admin_force__ended_or_archived_experiment__form_error_and_nothing_store
     assert Assignment.objects.count() == 0
 
 
-def test_admin_force__unknown_variant__form_error_naming_it_and_nothing_stored(staff_client, checkout):
+def test_admin_force__form__each_forceable_experiments_variants_offered_as_choices_under_it(staff_client, checkout):
+    # The ended and the archived experiment cannot be forced: neither they nor their variants are offered
+    form = staff_client.get(LOOKUP_U1).context["force_form"]
+
+    assert [experiment.key for experiment in form.fields["experiment"].queryset] == ["Checkout"]
+    assert form.fields["variant"].choices == [("Checkout", [("control", "control"), ("Green", "Green")])]
+
+
+def test_admin_force__variant_not_offered__form_error_naming_it_and_nothing_stored(staff_client, checkout):
     response = staff_client.post(LOOKUP_U1, {"experiment": "Checkout", "variant": "purple", "reason": ""})
 
     assert response.status_code == 200
-    assert response.context["force_form"].non_field_errors() == ["experiment 'Checkout' has no variant 'purple'"]
+    assert response.context["force_form"].errors["variant"] == [
+        "Select a valid choice. purple is not one of the available choices."
+    ]
     assert Assignment.objects.count() == 0
 
 

@@ -1,4 +1,5 @@
-"""`manage.py import_assignments FILE --experiment ID [--atomic]`: backfill of assignments from a CSV file."""
+"""assignments/data/importing.py: `manage.py import_assignments FILE --experiment ID [--atomic]`: backfill of
+assignments from a CSV file."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ from django.db import connection
 from django.db.models import Sum
 from django.utils import timezone
 
-from assignments.distribution import assignments_distributed
-from assignments.importing import BATCH_SIZE, ImportInvalid, assignments_import
+from assignments.data.importing import BATCH_SIZE, ImportInvalid, assignments_import
 from assignments.models import Assignment, AssignmentCount, Experiment
+from assignments.storage_citus import assignments_distributed
 from tests.factories import AssignmentFactory, ExperimentFactory
+from tests.helpers.commands import command_output
 from tests.helpers.database import lock_waits_query
 from tests.helpers.processes import (
     CLOSED_STDOUT_MESSAGE,
@@ -31,11 +33,6 @@ from tests.helpers.server import database_url_for_tests, wait_until
 T0 = dt.datetime(2026, 11, 1, 10, 0, 0, tzinfo=dt.UTC)
 
 
-@pytest.fixture
-def checkout(db) -> Experiment:
-    return ExperimentFactory(key="Checkout-Button", splits=[("control", 0.5), ("Green", 0.5)])
-
-
 def csv_file(tmp_path: Path, content: str | bytes, name: str = "backfill.csv") -> Path:
     path = tmp_path / name
     if isinstance(content, str):
@@ -46,9 +43,7 @@ def csv_file(tmp_path: Path, content: str | bytes, name: str = "backfill.csv") -
 
 
 def import_command(*args: str) -> str:
-    stdout = io.StringIO()
-    call_command("import_assignments", *args, stdout=stdout)
-    return stdout.getvalue()
+    return command_output("import_assignments", *args)
 
 
 def stored(experiment: Experiment) -> dict[str, tuple[str, str, int]]:

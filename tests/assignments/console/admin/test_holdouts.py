@@ -1,5 +1,5 @@
-"""Holdouts in the staff console: their own pages, kept out of the experiments', and an experiment's holdouts on
-its page."""
+"""assignments/console/admin/holdouts.py: holdouts in the staff console: their own pages, kept out of the experiments',
+and an experiment's holdouts on its page."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from assignments.configuration.export import resource_document
+from assignments.console.reports import experiment_report
 from assignments.models import Assignment, Cohort, Experiment, ExperimentHoldout, Holdout, ResourceChange
-from assignments.reports import experiment_report
-from assignments.resources import resource_document
 from tests.factories import AssignmentFactory
 from tests.helpers.admin import edit, errors_of, inline_text, messages_of, table_rows, words_of
 from tests.helpers.assignments import assigned_store, reference_variant

@@ -1,4 +1,5 @@
-"""Layers in the staff console: the layer's page with its slots, and an experiment's layer and slots on its page."""
+"""assignments/console/admin/layers.py: layers in the staff console: the layer's page with its slots, and an
+experiment's layer and slots on its page."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from assignments.configuration.export import resource_document
 from assignments.models import Cohort, Experiment, Layer, ResourceChange
-from assignments.resources import resource_document
 from tests.factories import AssignmentFactory
 from tests.helpers.admin import edit, errors_of, inline_text, table_rows, text_of, words_of
 from tests.helpers.assignments import reference_slot

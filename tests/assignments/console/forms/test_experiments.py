@@ -1,4 +1,6 @@
-"""Staff edit the configuration in the admin: through the apply service, with its rules, into the history."""
+"""assignments/console/forms/experiments.py: staff edit experiments in the admin, their variants and gates, through
+the apply service, with its rules, into the history; and what every resource form shares
+(assignments/console/forms/resources.py's ResourceForm), as the experiment's form shows it."""
 
 from __future__ import annotations
 
@@ -9,24 +11,12 @@ import pytest
 import yaml
 from django.core.management import call_command
 
-from assignments.models import Cohort, Experiment, Lab, ResourceChange, SubjectType, Variant
-from assignments.resources import resource_document
+from assignments.configuration.export import resource_document
+from assignments.models import Cohort, Experiment, ResourceChange, SubjectType, Variant
 from tests.factories import AssignmentFactory
-from tests.helpers.admin import change_url, edit, errors_of
+from tests.helpers.admin import ATTRIBUTES, GATED, apply_experiment, change_url, edit, errors_of
 from tests.helpers.browser import form_fields
 from tests.helpers.resources import apply_resources, experiment, split_variants, subject_type
-
-
-def apply_experiment(key: str, **fields) -> None:
-    """Subject types `user` and `device`, and the experiment: active, on `user`, 50/50, "Green sells more"."""
-    fields.setdefault("hypothesis", "Green sells more")
-    apply_resources(subject_type("user"), subject_type("device"), experiment(key, **fields))
-
-
-@pytest.fixture
-def checkout(db) -> Experiment:
-    apply_experiment("checkout")
-    return Experiment.objects.get(key="checkout")
 
 
 def stored(experiment: Experiment) -> tuple:
@@ -231,19 +221,6 @@ def test_admin_add__id_taken_ignoring_case__error_on_id_and_nothing_changed(staf
     assert stored(checkout) == before
 
 
-def test_admin_edit__subject_type_and_lab__saved_with_history(staff_client, checkout):
-    user = SubjectType.objects.get(key="user")
-    lab = Lab.objects.get(key="default")
-
-    assert edit(staff_client, user, name="Logged-in user", status="archived").status_code == 302
-    assert edit(staff_client, lab, description="Everything else").status_code == 302
-
-    user.refresh_from_db()
-    assert (user.name, user.status, user.resource_version) == ("Logged-in user", "archived", 2)
-    assert Lab.objects.get(key="default").description == "Everything else"
-    assert ResourceChange.objects.filter(channel="admin").count() == 2
-
-
 def test_admin_change_page__id_cannot_be_renamed(staff_client, checkout):
     response = edit(staff_client, checkout, key="renamed", name="New name")
 
@@ -295,22 +272,7 @@ def test_admin_edit__page_opened_before_another_change__refused_and_that_change_
     assert Experiment.objects.get(pk=checkout.pk).hypothesis == "Green sells much more"
 
 
-GATED = {
-    "enrollment": {"startAt": "2026-12-01T09:00:00+01:00", "stopAt": "2027-01-15T00:00:00+01:00"},
-    "targeting": [
-        {"attribute": "country", "in": ["DE", "AT"]},
-        {"anyOf": [{"attribute": "plan", "equals": "pro"}, {"attribute": "seats", "gte": 10}]},
-    ],
-    "coverage": 0.2,
-}
-ATTRIBUTES = {"country": "string", "plan": "string", "seats": "number", "appVersion": "version"}
-
-
-@pytest.fixture
-def gated(db) -> Experiment:
-    """The active experiment `gated` on `user` (which declares ATTRIBUTES), with every gate of GATED."""
-    apply_resources(subject_type("user", attributes=ATTRIBUTES), experiment("gated", **GATED))
-    return Experiment.objects.get(key="gated")
+# --- the gates: enrollment window, targeting, coverage ---
 
 
 def test_admin_edit__gated_experiment_saved_unchanged__keeps_its_gates_with_no_cohort_or_history(staff_client, gated):
@@ -321,17 +283,6 @@ def test_admin_edit__gated_experiment_saved_unchanged__keeps_its_gates_with_no_c
     assert response.status_code == 302, errors_of(response)
     assert stored(gated) == before
     assert resource_document(Experiment.objects.get(pk=gated.pk))["spec"]["coverage"] == 0.2
-
-
-def test_admin_edit__subject_type_with_attributes_saved_unchanged__keeps_them_with_no_history(staff_client, gated):
-    user = SubjectType.objects.get(key="user")
-    history = ResourceChange.objects.count()
-
-    response = edit(staff_client, user)
-
-    assert response.status_code == 302, errors_of(response)
-    assert SubjectType.objects.get(pk=user.pk).attribute_types() == ATTRIBUTES
-    assert ResourceChange.objects.count() == history
 
 
 def cohorts_of(experiment: Experiment) -> list[tuple[int, dict]]:
@@ -488,76 +439,3 @@ def test_admin_edit__gate_invalid__error_on_its_field_and_nothing_changed(staff_
     errors = response.context["adminform"].form.errors
     assert any(message in error for error in errors.get(field, [])), errors
     assert stored(gated) == before
-
-
-def attribute_rows(response) -> list:
-    return response.context["adminform"].form.attribute_rows.forms
-
-
-def test_admin_edit__attribute_rows__added_retyped_and_removed_with_history(staff_client, db):
-    apply_resources(subject_type("user", attributes={"country": "string", "plan": "string"}))
-    user = SubjectType.objects.get(key="user")
-
-    # When staff retype plan, remove country and fill in a blank row
-    response = edit(
-        staff_client,
-        user,
-        attributes__0__remove="on",
-        attributes__1__type="number",
-        attributes__2__name="appVersion",
-        attributes__2__type="version",
-    )
-
-    # Then the subject type declares exactly that, recorded as their change
-    assert response.status_code == 302, errors_of(response)
-    user.refresh_from_db()
-    assert user.attributes == [{"name": "plan", "type": "number"}, {"name": "appVersion", "type": "version"}]
-    change = ResourceChange.objects.filter(kind="subjecttype").latest("resource_version")
-    assert (change.actor, change.resource_version) == ("alice", 2)
-    assert change.before["spec"]["attributes"][0] == {"name": "country", "type": "string"}
-
-
-@pytest.mark.parametrize(
-    ("changes", "row", "field", "message"),
-    [
-        ({"attributes__4__name": "seats"}, 4, "type", "pick the attribute's type"),
-        ({"attributes__4__type": "number"}, 4, "name", "is required"),
-        ({"attributes__4__name": "2fast", "attributes__4__type": "string"}, 4, "name", "must match"),
-        ({"attributes__4__name": "plan", "attributes__4__type": "string"}, 4, "name", "duplicates attribute 'plan'"),
-    ],
-)
-def test_admin_edit__attribute_row_invalid__error_on_that_row_and_nothing_changed(
-    staff_client, gated, changes, row, field, message
-):
-    user = SubjectType.objects.get(key="user")
-    before = (SubjectType.objects.get(pk=user.pk).attributes, ResourceChange.objects.count())
-
-    response = edit(staff_client, user, **changes)
-
-    assert response.status_code == 200
-    assert any(message in error for error in attribute_rows(response)[row].errors[field])
-    assert "Nothing was saved: correct the declared attributes below." in html.unescape(response.content.decode())
-    assert (SubjectType.objects.get(pk=user.pk).attributes, ResourceChange.objects.count()) == before
-
-
-@pytest.mark.parametrize("change", [{"attributes__2__remove": "on"}, {"attributes__2__type": "string"}])
-def test_admin_edit__targeted_attribute_removed_or_retyped__refused_naming_the_experiment(staff_client, gated, change):
-    user = SubjectType.objects.get(key="user")
-    before = SubjectType.objects.get(pk=user.pk).attributes
-
-    response = edit(staff_client, user, **change)
-
-    assert response.status_code == 200
-    assert "experiment 'gated' targets it" in response.context["adminform"].form.non_field_errors()[0]
-    assert SubjectType.objects.get(pk=user.pk).attributes == before
-
-
-def test_admin_add__subject_type_with_attributes__created_with_them(staff_client, db):
-    page = staff_client.get("/admin/assignments/subjecttype/add/")
-    data = form_fields(page.content.decode(), form_id="subjecttype_form")
-    data.update({"key": "account", "attributes-0-name": "seats", "attributes-0-type": "number"})
-
-    response = staff_client.post("/admin/assignments/subjecttype/add/", data)
-
-    assert response.status_code == 302, errors_of(response)
-    assert SubjectType.objects.get(key="account").attributes == [{"name": "seats", "type": "number"}]
