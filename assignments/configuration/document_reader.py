@@ -213,6 +213,18 @@ class Reader:
         return value
 
 
+@dataclass(frozen=True, kw_only=True)
+class ResourceIdentity:
+    """What every kind's spec holds: where its document came from, its ID, name and description, and the
+    metadata.resourceVersion it was read at (ignored by apply_resources, checked by the admin)."""
+
+    source: Source
+    key: str
+    name: str
+    description: str
+    version: int | None = None
+
+
 def document_of(kind: str, resource, *, spec: dict | None = None, **metadata: Any) -> dict:
     """A stored resource as its document: its identity, then `metadata`'s fields (status, parentId), then its
     resourceVersion, in the order the export writes them; `spec` where it has one."""

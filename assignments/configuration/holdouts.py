@@ -27,9 +27,9 @@ from assignments.configuration.apply_writes import (
 )
 from assignments.configuration.document_reader import (
     Reader,
+    ResourceIdentity,
     ResourceInvalid,
     ResourceProblem,
-    Source,
     VariantSpec,
     document_of,
     read_metadata,
@@ -55,19 +55,14 @@ MAX_SHARE = 0.5
 SCOPE_ALL = "all"
 
 
-@dataclass(frozen=True)
-class HoldoutSpec(Salted):
-    source: Source
-    key: str
-    name: str
-    description: str
+@dataclass(frozen=True, kw_only=True)
+class HoldoutSpec(ResourceIdentity, Salted):
     status: str
     subject_type: str
     share: float
     salt: str | None
     # spec.scope as the document holds it: "all", {"labs": [lab IDs]}, or None (listed by experiments only).
     scope: str | dict[str, list[str]] | None
-    version: int | None = None
 
     kind = "holdout"
 

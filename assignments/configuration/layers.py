@@ -19,9 +19,9 @@ from django.db.models.functions import Lower
 from assignments.configuration.apply_writes import model_update
 from assignments.configuration.document_reader import (
     Reader,
+    ResourceIdentity,
     ResourceInvalid,
     ResourceProblem,
-    Source,
     document_of,
     read_metadata,
     resource_where,
@@ -41,15 +41,10 @@ SPEC_FIELDS = {"subjectType", "salt"}
 PLACEMENT_FIELDS = {"id", "slots"}
 
 
-@dataclass(frozen=True)
-class LayerSpec(Salted):
-    source: Source
-    key: str
-    name: str
-    description: str
+@dataclass(frozen=True, kw_only=True)
+class LayerSpec(ResourceIdentity, Salted):
     subject_type: str
     salt: str | None
-    version: int | None = None
 
     kind = "layer"
 

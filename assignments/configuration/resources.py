@@ -20,6 +20,7 @@ from assignments.configuration import holdouts, layers
 from assignments.configuration.document_reader import (
     SCHEMA_VERSION,
     Reader,
+    ResourceIdentity,
     ResourceInvalid,
     ResourceProblem,
     Source,
@@ -63,17 +64,11 @@ ATTRIBUTE_FIELDS = {"name", "type"}
 ENROLLMENT_FIELDS = {"startAt", "stopAt"}
 
 
-@dataclass(frozen=True)
-class SubjectTypeSpec:
-    source: Source
-    key: str
-    name: str
-    description: str
+@dataclass(frozen=True, kw_only=True)
+class SubjectTypeSpec(ResourceIdentity):
     status: str
     # spec.attributes as (name, type) pairs, in configuration order.
     attributes: tuple[tuple[str, str], ...] = ()
-    # metadata.resourceVersion: ignored by apply_resources, checked by the admin (see resources_apply).
-    version: int | None = None
 
     kind = "subjecttype"
 
@@ -81,23 +76,13 @@ class SubjectTypeSpec:
         return [{"name": name, "type": attribute_type} for name, attribute_type in self.attributes]
 
 
-@dataclass(frozen=True)
-class LabSpec:
-    source: Source
-    key: str
-    name: str
-    description: str
-    version: int | None = None
-
+@dataclass(frozen=True, kw_only=True)
+class LabSpec(ResourceIdentity):
     kind = "lab"
 
 
-@dataclass(frozen=True)
-class ExperimentSpec(Salted):
-    source: Source
-    key: str
-    name: str
-    description: str
+@dataclass(frozen=True, kw_only=True)
+class ExperimentSpec(ResourceIdentity, Salted):
     status: str
     lab: str
     subject_type: str
@@ -115,7 +100,6 @@ class ExperimentSpec(Salted):
     layer: Placement | None = None
     # spec.holdouts, the IDs as written; None when left out (the stored ones are kept).
     holdouts: tuple[str, ...] | None = None
-    version: int | None = None
 
     kind = "experiment"
 
