@@ -58,6 +58,16 @@ def health_context(obj: Experiment, *, counted: str) -> dict:
     }
 
 
+def _transition_action(status: str, verb: str):
+    """The list's action that moves the selected resources to `status` ("Start the selected experiments")."""
+
+    @admin.action(description=f"{verb} the selected %(verbose_name_plural)s", permissions=["change"])
+    def action(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+        return self._transition(request, list(queryset.order_by("key")), status)
+
+    return action
+
+
 class LifecycleAdmin(ResourceAdmin):
     """Moves experiments (or holdouts) along their lifecycle through the configuration service: the statuses
     of `statuses` are offered, each an action on the list and a button on the page."""
@@ -136,21 +146,7 @@ class LifecycleAdmin(ResourceAdmin):
                 self.message_user(request, f"{obj.key} was {past}.", messages.SUCCESS)
         return None
 
-    def _action(self, request: HttpRequest, queryset: QuerySet, status: str) -> HttpResponse | None:
-        return self._transition(request, list(queryset.order_by("key")), status)
-
-    @admin.action(description="Start the selected %(verbose_name_plural)s", permissions=["change"])
-    def start(self, request, queryset):
-        return self._action(request, queryset, Experiment.Status.ACTIVE)
-
-    @admin.action(description="Declare a winner of the selected %(verbose_name_plural)s", permissions=["change"])
-    def declare_winner(self, request, queryset):
-        return self._action(request, queryset, Experiment.Status.WINNER_DECLARED)
-
-    @admin.action(description="End the selected %(verbose_name_plural)s", permissions=["change"])
-    def end(self, request, queryset):
-        return self._action(request, queryset, Experiment.Status.ENDED)
-
-    @admin.action(description="Archive the selected %(verbose_name_plural)s", permissions=["change"])
-    def archive(self, request, queryset):
-        return self._action(request, queryset, Experiment.Status.ARCHIVED)
+    start = _transition_action(Experiment.Status.ACTIVE, "Start")
+    declare_winner = _transition_action(Experiment.Status.WINNER_DECLARED, "Declare a winner of")
+    end = _transition_action(Experiment.Status.ENDED, "End")
+    archive = _transition_action(Experiment.Status.ARCHIVED, "Archive")
