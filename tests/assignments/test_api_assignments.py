@@ -343,18 +343,33 @@ def test_assignments__experiments_left_out_with_assign_false__stored_and_winners
 # --- experiments without a variant: `unassigned` and its reasons ---
 
 
-@pytest.mark.parametrize("status", ["draft", "ended", "archived"])
-def test_assignments__experiment_not_running__unassigned_experiment_not_active_and_nothing_stored(
-    api, demo_config, status
+@pytest.mark.parametrize(
+    ("other", "asked_as", "unassigned"),
+    [
+        (experiment("Stopped", status="draft"), "stopped", {"Stopped": "experiment_not_active"}),
+        (experiment("Stopped", status="ended"), "stopped", {"Stopped": "experiment_not_active"}),
+        (experiment("Stopped", status="archived"), "stopped", {"Stopped": "experiment_not_active"}),
+        (
+            experiment("pricing", subject_type="cookie", variants=split_variants(PRICING_SPLITS)),
+            "pricing",
+            {"pricing": "subject_type_missing"},
+        ),
+    ],
+    ids=["not-running-draft", "not-running-ended", "not-running-archived", "no-identifier-of-its-subject-type"],
+)
+def test_assignments__asked_for_an_experiment_it_cannot_assign__unassigned_with_the_reason_and_nothing_stored(
+    api, demo_config, other, asked_as, unassigned
 ):
-    apply_resources(experiment("Stopped", status=status))
+    # Given besides the demo an experiment that is not running, or one that assigns cookies (the request has only a
+    # user ID)
+    apply_resources(other)
 
-    response = post(api, {"subject": {"user": "u-1"}, "experiments": ["stopped", "checkout-button"]})
+    response = post(api, {"subject": {"user": "u-1"}, "experiments": [asked_as, "checkout-button"]})
 
     assert answer(response) == {
         "assignments": {"checkout-button": demo_variant("u-1")},
         "new_assignments": ["checkout-button"],
-        "unassigned": {"Stopped": "experiment_not_active"},
+        "unassigned": unassigned,
     }
     assert stored_rows() == {("checkout-button", "u-1", demo_variant("u-1"), 1, "hashed")}
 
@@ -373,18 +388,6 @@ def test_assignments__ended_experiment_with_a_stored_assignment__unassigned_expe
         "unassigned": {"checkout-button": "experiment_not_active"},
     }
     assert stored_rows() == rows
-
-
-def test_assignments__no_identifier_of_its_subject_type__unassigned_subject_type_missing(api, pricing):
-    # Given only a user ID, and pricing assigns cookies
-    response = post(api, {"subject": {"user": "u-1"}, "experiments": ["pricing", "checkout-button"]})
-
-    assert answer(response) == {
-        "assignments": {"checkout-button": demo_variant("u-1")},
-        "new_assignments": ["checkout-button"],
-        "unassigned": {"pricing": "subject_type_missing"},
-    }
-    assert stored_rows() == {("checkout-button", "u-1", demo_variant("u-1"), 1, "hashed")}
 
 
 def test_assignments__subject_id_of_another_type_equal_to_a_stored_one__not_used(api, pricing):
@@ -439,47 +442,40 @@ def test_assignments__winner_declared__the_winner_for_stored_and_new_subjects_an
     assert stored_rows() == rows
 
 
-def test_assignments__winner_declared_without_identifier_of_its_type__subject_type_missing(api, demo_config):
-    apply_resources(experiment("won", subject_type="cookie", status="winner_declared", winning_variant="green"))
+@pytest.mark.parametrize(
+    ("other", "fields", "reason"),
+    [
+        (
+            experiment("won", subject_type="cookie", status="winner_declared", winning_variant="green"),
+            {},
+            "subject_type_missing",
+        ),
+        (experiment("later", subject_type="cookie", status="draft"), {"assign": True}, "experiment_not_active"),
+        (experiment("later", subject_type="cookie", status="draft"), {"assign": False}, "experiment_not_active"),
+        (
+            experiment("pricing", subject_type="cookie", variants=split_variants(PRICING_SPLITS)),
+            {"assign": False},
+            "subject_type_missing",
+        ),
+        (experiment("old", status="ended"), {"assign": False}, "experiment_not_active"),
+    ],
+    ids=[
+        "winner-declared-without-identifier-of-its-type",
+        "not-active-and-subject-type-missing",
+        "not-active-and-subject-type-missing-assign-false",
+        "assign-false-and-subject-type-missing",
+        "assign-false-and-not-active",
+    ],
+)
+def test_assignments__only_experiment_asked_for_unassignable__the_reason_that_comes_first(
+    api, demo_config, other, fields, reason
+):
+    apply_resources(other)
+    key = other["metadata"]["id"]
 
-    response = post(api, {"subject": {"user": "u-1"}, "experiments": ["won"]})
+    response = post(api, {"subject": {"user": "u-1"}, "experiments": [key], **fields})
 
-    assert answer(response) == {"assignments": {}, "new_assignments": [], "unassigned": {"won": "subject_type_missing"}}
-
-
-@pytest.mark.parametrize("assign", [True, False])
-def test_assignments__not_active_and_subject_type_missing__experiment_not_active_comes_first(api, demo_config, assign):
-    apply_resources(experiment("later", subject_type="cookie", status="draft"))
-
-    response = post(api, {"subject": {"user": "u-1"}, "experiments": ["later"], "assign": assign})
-
-    assert answer(response) == {
-        "assignments": {},
-        "new_assignments": [],
-        "unassigned": {"later": "experiment_not_active"},
-    }
-
-
-def test_assignments__assign_false_and_subject_type_missing__subject_type_missing_comes_first(api, pricing):
-    response = post(api, {"subject": {"user": "u-1"}, "experiments": ["pricing"], "assign": False})
-
-    assert answer(response) == {
-        "assignments": {},
-        "new_assignments": [],
-        "unassigned": {"pricing": "subject_type_missing"},
-    }
-
-
-def test_assignments__assign_false_and_not_active__experiment_not_active_comes_first(api, demo_config):
-    apply_resources(experiment("old", status="ended"))
-
-    response = post(api, {"subject": {"user": "u-1"}, "experiments": ["old"], "assign": False})
-
-    assert answer(response) == {
-        "assignments": {},
-        "new_assignments": [],
-        "unassigned": {"old": "experiment_not_active"},
-    }
+    assert answer(response) == {"assignments": {}, "new_assignments": [], "unassigned": {key: reason}}
 
 
 def test_assignments__every_case_in_one_request__each_experiment_in_exactly_one_of_the_two(api, pricing):

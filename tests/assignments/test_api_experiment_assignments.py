@@ -11,7 +11,7 @@ from django.test import Client, override_settings
 
 from assignments.cache import experiment_states
 from assignments.models import Assignment, Experiment
-from tests.helpers.api import assert_problem, error_fields
+from tests.helpers.api import assert_one_invalid_field, assert_problem, error_fields
 from tests.helpers.assignments import reference_variant
 from tests.helpers.resources import apply_resources, experiment, split_variants
 
@@ -381,9 +381,7 @@ def test_assign__escaped_surrogate_pair__is_the_emoji_it_encodes(api, demo_confi
 def test_assign__missing_or_mistyped_field__400_naming_the_field(api, demo_config, body, field, message):
     response = api.post(PATH, body)
 
-    problem = assert_problem(response, status=400, code="invalid_request")
-    assert problem["errors"] == [{"field": field, "message": message}]
-    assert problem["detail"] == f"{field}: {message}"
+    assert_one_invalid_field(response, field, message)
     assert Assignment.objects.count() == 0
 
 

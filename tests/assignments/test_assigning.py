@@ -130,30 +130,38 @@ def error_messages(body: dict) -> dict[str, str]:
     return {error["field"]: error["message"] for error in body["errors"]}
 
 
-def test_experiment_assignments__attributes_as_one_object__told_they_are_keyed_by_subject_id(api):
-    # Given a client that sends POST /assignments' shape to POST /experiment-assignments
+@pytest.mark.parametrize(
+    ("path", "request_body", "messages"),
+    [
+        (
+            "/experiment-assignments",
+            {"experiment_id": "checkout-button", "subject_ids": ["u1"], "attributes": {"country": "DE"}},
+            {
+                "attributes.country": "must be an object of attribute names to values "
+                '(here attributes are keyed by subject ID: {"u1": {"country": "DE"}})'
+            },
+        ),
+        (
+            "/assignments",
+            {"subject": {"user": "u1"}, "attributes": {"u1": {"country": "DE"}}},
+            {
+                "attributes.u1": "must be a string, a finite number or a boolean "
+                '(here attributes are one object for this subject: {"country": "DE"})'
+            },
+        ),
+    ],
+    ids=["experiment-assignments-sent-one-object", "assignments-sent-objects-keyed-by-subject-id"],
+)
+def test_attributes__in_the_other_endpoints_shape__400_told_the_shape_this_endpoint_wants(
+    api, path, request_body, messages
+):
+    # Given a client that sends one endpoint's shape of attributes to the other
     apply_resources(USER, gated(targeting=GERMAN_SPEAKING))
 
-    body = assert_problem(batch(api, ["u1"], {"country": "DE"}), status=400, code="invalid_request")
+    body = assert_problem(api.post(path, request_body), status=400, code="invalid_request")
 
     # Then the message names the shape this endpoint wants, with an example
-    assert error_messages(body) == {
-        "attributes.country": "must be an object of attribute names to values "
-        '(here attributes are keyed by subject ID: {"u1": {"country": "DE"}})'
-    }
-    assert stored() == {}
-
-
-def test_assignments__attributes_keyed_by_subject_id__told_they_are_one_object_for_this_subject(api):
-    # Given a client that sends POST /experiment-assignments' shape to POST /assignments
-    apply_resources(USER, gated(targeting=GERMAN_SPEAKING))
-
-    body = assert_problem(one(api, {"user": "u1"}, {"u1": {"country": "DE"}}), status=400, code="invalid_request")
-
-    assert error_messages(body) == {
-        "attributes.u1": "must be a string, a finite number or a boolean "
-        '(here attributes are one object for this subject: {"country": "DE"})'
-    }
+    assert error_messages(body) == messages
     assert stored() == {}
 
 

@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from assignments.linking import MAX_DEPTH, MAX_LINK_ROWS, Carried, LinkGraph, link_graph, linked_first
-from assignments.models import Assignment, Experiment, SubjectType
+from assignments.models import Assignment, SubjectType
 from assignments.storage_citus import assignments_distributed
 from idlinks.models import IdentifierLink
 from idlinks.walk import MAX_IDENTIFIERS, MAX_VISITS
@@ -259,15 +259,8 @@ def test_follow_links__earliest_not_the_nearest__wins(api, config):
 
 def test_follow_links__same_time__the_smaller_subject_id_wins(api, config):
     moment = timezone.now() - timedelta(minutes=3)
-    experiment = Experiment.objects.get(key="banner")
     for subject_id, variant in (("c-b", "green"), ("c-a", "control"), ("c-c", "green")):
-        Assignment.objects.create(
-            experiment=experiment,
-            subject_id=subject_id,
-            variant=experiment.variants.get(key=variant),
-            cohort=1,
-            created_at=moment,
-        )
+        assigned_store("banner", subject_id, variant, created_at=moment)
         link(("cookie", subject_id), ("user", "u-1"))
     new = hashed_to("green", "new")
     link(("cookie", new), ("user", "u-1"))

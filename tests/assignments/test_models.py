@@ -13,31 +13,22 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 
 from assignments.assigning import assign_subjects
-from assignments.models import Assignment, Experiment
+from assignments.models import Assignment
 from tests.factories import AssignmentFactory
+from tests.helpers.assignments import variant_counts_store
 from tests.helpers.commands import command_output
 from tests.helpers.processes import run_manage, run_manage_reader_leaves
 
 T0 = dt.datetime(2026, 11, 1, 10, 0, 0, tzinfo=dt.UTC)
 
 
-def store(experiment: Experiment, variant_key: str, count: int, *, source: str = "hashed", cohort: int = 1) -> None:
-    variant = experiment.variants.get(key=variant_key)
-    Assignment.objects.bulk_create(
-        Assignment(
-            experiment=experiment,
-            subject_id=f"{source}-{variant_key}-{cohort}-{index}",
-            variant=variant,
-            cohort=cohort,
-            source=source,
-            reason="QA" if source == "forced" else "",
-        )
-        for index in range(count)
-    )
-
-
 def report(*args: str) -> str:
     return command_output("experiment_report", *args)
+
+
+def report_json() -> dict:
+    """checkout-button's report as JSON."""
+    return json.loads(report("checkout-button", "--format", "json"))
 
 
 def export(*args: str) -> str:
@@ -60,7 +51,7 @@ def test_api_assignments__stored_with_source_hashed_and_no_reason(demo_config, a
 def test_assign_subjects__counted_as_hashed_in_the_report(demo_config):
     assign_subjects(experiment_id="checkout-button", subject_ids=[f"u{index}" for index in range(40)])
 
-    body = json.loads(report("checkout-button", "--format", "json"))
+    body = report_json()
 
     [cohort] = body["cohorts"]
     assert cohort["assignments"] == 40
@@ -73,11 +64,10 @@ def test_assign_subjects__counted_as_hashed_in_the_report(demo_config):
 
 def test_report__mixed_sources__hashed_in_shares_and_test_others_on_lines_of_their_own(checkout):
     # Given a perfect 50/50 of hashed assignments, and others that would skew it if counted
-    store(checkout, "control", 50)
-    store(checkout, "Green", 50)
-    store(checkout, "Green", 30, source="forced")
-    store(checkout, "control", 10, source="imported")
-    store(checkout, "Green", 5, source="linked")
+    variant_counts_store(checkout, {"control": 50, "Green": 50})
+    variant_counts_store(checkout, {"Green": 30}, source="forced")
+    variant_counts_store(checkout, {"control": 10}, source="imported")
+    variant_counts_store(checkout, {"Green": 5}, source="linked")
 
     # When reported as a table
     output = report("checkout-button")
@@ -96,12 +86,11 @@ def test_report__mixed_sources__hashed_in_shares_and_test_others_on_lines_of_the
 
 
 def test_report__mixed_sources_json__other_sources_apart_and_test_on_hashed_only(checkout):
-    store(checkout, "control", 50)
-    store(checkout, "Green", 50)
-    store(checkout, "Green", 40, source="forced")
-    store(checkout, "control", 3, source="imported")
+    variant_counts_store(checkout, {"control": 50, "Green": 50})
+    variant_counts_store(checkout, {"Green": 40}, source="forced")
+    variant_counts_store(checkout, {"control": 3}, source="imported")
 
-    body = json.loads(report("checkout-button", "--format", "json"))
+    body = report_json()
 
     [cohort] = body["cohorts"]
     assert body["assignments"] == 143
@@ -120,12 +109,10 @@ def test_report__mixed_sources_json__other_sources_apart_and_test_on_hashed_only
 
 def test_report__skewed_hashed_with_balancing_forced__mismatch_still_flagged(checkout):
     # Given hashed assignments at 70/30 (a mismatch), and forced ones that would balance the totals at 100/100
-    store(checkout, "control", 70)
-    store(checkout, "Green", 30)
-    store(checkout, "Green", 70, source="forced")
-    store(checkout, "control", 30, source="forced")
+    variant_counts_store(checkout, {"control": 70, "Green": 30})
+    variant_counts_store(checkout, {"Green": 70, "control": 30}, source="forced")
 
-    body = json.loads(report("checkout-button", "--format", "json"))
+    body = report_json()
 
     [cohort] = body["cohorts"]
     assert cohort["chi_square"] == pytest.approx(16.0)
@@ -134,9 +121,9 @@ def test_report__skewed_hashed_with_balancing_forced__mismatch_still_flagged(che
 
 
 def test_report__cohort_with_only_forced_assignments__no_shares_no_test(checkout):
-    store(checkout, "Green", 4, source="forced")
+    variant_counts_store(checkout, {"Green": 4}, source="forced")
 
-    body = json.loads(report("checkout-button", "--format", "json"))
+    body = report_json()
 
     [cohort] = body["cohorts"]
     assert cohort["assignments"] == 0
@@ -147,10 +134,10 @@ def test_report__cohort_with_only_forced_assignments__no_shares_no_test(checkout
 
 
 def test_report__other_sources_by_cohort__each_under_its_own_cohort(checkout):
-    store(checkout, "control", 2, source="imported", cohort=1)
-    store(checkout, "Green", 3, source="forced", cohort=2)
+    variant_counts_store(checkout, {"control": 2}, source="imported", cohort=1)
+    variant_counts_store(checkout, {"Green": 3}, source="forced", cohort=2)
 
-    body = json.loads(report("checkout-button", "--format", "json"))
+    body = report_json()
 
     assert {cohort["cohort"]: cohort["other_sources"] for cohort in body["cohorts"]} == {
         1: [{"variant_id": "control", "source": "imported", "assignments": 2}],
@@ -160,9 +147,8 @@ def test_report__other_sources_by_cohort__each_under_its_own_cohort(checkout):
 
 def test_experiment_page__other_sources__shown_apart_from_the_test(client, checkout):
     client.force_login(User.objects.create_superuser("alice", "alice@example.com", password=None))
-    store(checkout, "control", 10)
-    store(checkout, "Green", 10)
-    store(checkout, "Green", 7, source="forced")
+    variant_counts_store(checkout, {"control": 10, "Green": 10})
+    variant_counts_store(checkout, {"Green": 7}, source="forced")
 
     page = client.get(f"/admin/assignments/experiment/{checkout.pk}/change/").content.decode()
 
@@ -234,9 +220,8 @@ def test_export__after_import_and_force__each_row_with_the_source_that_wrote_it(
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_report_process__mixed_sources__exit_0_table_on_stdout_nothing_on_stderr(checkout):
-    store(checkout, "control", 2)
-    store(checkout, "Green", 2)
-    store(checkout, "Green", 3, source="forced")
+    variant_counts_store(checkout, {"control": 2, "Green": 2})
+    variant_counts_store(checkout, {"Green": 3}, source="forced")
 
     result = run_manage("experiment_report", "checkout-button")
     missing = run_manage("experiment_report", "missing")
@@ -253,7 +238,7 @@ def test_report_process__mixed_sources__exit_0_table_on_stdout_nothing_on_stderr
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_report_process__reader_closes_stdout_at_once__stops_quietly_exit_0(checkout):
-    store(checkout, "Green", 3, source="forced")
+    variant_counts_store(checkout, {"Green": 3}, source="forced")
 
     result = run_manage_reader_leaves("experiment_report", "checkout-button", lines=0)
 

@@ -112,20 +112,17 @@ def test_fetch_rows__one_subject_id__one_statement_comparing_it_with_equals(demo
         execute = _execute(cursor, asked)
         execute(citus_insert(rows[:1], created, context=connection.connection), None)
         asked.clear()
-        stored, shards = citus_fetch_rows(
-            execute,
-            head_sql=POSTGRES_HEAD_EXPERIMENT,
-            head=[experiment_pk],
-            experiments=[experiment_pk],
-            subject_ids=["one-0000"],
-        )
-        missing, _ = citus_fetch_rows(
-            execute,
-            head_sql=POSTGRES_HEAD_EXPERIMENT,
-            head=[experiment_pk],
-            experiments=[experiment_pk],
-            subject_ids=["one-0001"],
-        )
+        # The stored subject, then one never stored
+        (stored, shards), (missing, _) = [
+            citus_fetch_rows(
+                execute,
+                head_sql=POSTGRES_HEAD_EXPERIMENT,
+                head=[experiment_pk],
+                experiments=[experiment_pk],
+                subject_ids=[subject_id],
+            )
+            for subject_id in ("one-0000", "one-0001")
+        ]
 
     assert asked == [citus_fetch_sql(POSTGRES_HEAD_EXPERIMENT, one_subject=True)] * 2
     version = Experiment.objects.get(pk=experiment_pk).resource_version

@@ -134,6 +134,16 @@ def unanalysed_assignments(transactional_db):
         cursor.execute("ALTER TABLE assignments_assignment RESET (autovacuum_enabled)")
 
 
+@pytest.fixture
+def large_table(unanalysed_assignments, demo_config) -> Experiment:
+    """checkout-button, its assignments table grown past the threshold, and a new connection that has not run
+    the hot path yet."""
+    experiment = Experiment.objects.get(key="checkout-button")
+    grow_assignments(experiment, rows=250_000)
+    connection.close()
+    return experiment
+
+
 @pytest.mark.single_node("prepared plans on one server; Citus plans distributed statements itself")
 def test_statements__table_grows_from_empty__never_prepared_on_that_connection(unanalysed_assignments, demo_config):
     # Given: a connection that first ran the hot path while the table was empty
@@ -151,13 +161,9 @@ def test_statements__table_grows_from_empty__never_prepared_on_that_connection(u
 
 
 @pytest.mark.single_node("prepared plans on one server; Citus plans distributed statements itself")
-def test_statements__table_large_when_connection_first_ran_them__prepared_with_an_index_plan(
-    unanalysed_assignments, demo_config
-):
+def test_statements__table_large_when_connection_first_ran_them__prepared_with_an_index_plan(large_table):
     # Given: a table past the threshold, and a new connection that has not run the hot path yet
-    experiment = Experiment.objects.get(key="checkout-button")
-    grow_assignments(experiment, rows=250_000)
-    connection.close()
+    experiment = large_table
 
     # When: enough requests for PostgreSQL to settle on a generic plan
     for number in range(10):
@@ -175,13 +181,9 @@ def test_statements__table_large_when_connection_first_ran_them__prepared_with_a
 
 
 @pytest.mark.single_node("prepared plans on one server; Citus plans distributed statements itself")
-def test_statements__subject_assignments_on_a_large_table__prepared_fetch_probes_the_index(
-    unanalysed_assignments, demo_config
-):
+def test_statements__subject_assignments_on_a_large_table__prepared_fetch_probes_the_index(large_table):
     # Given: a table past the threshold and a new connection
-    experiment = Experiment.objects.get(key="checkout-button")
-    grow_assignments(experiment, rows=250_000)
-    connection.close()
+    experiment = large_table
 
     # When: POST /assignments' reads are run until PostgreSQL keeps a generic plan
     for number in range(10):
@@ -216,11 +218,8 @@ def test_statements__link_insert_on_an_empty_table__prepared(unanalysed_assignme
 
 
 @pytest.mark.single_node("prepared plans on one server; Citus plans distributed statements itself")
-def test_statements__queries_logged_on_a_large_table__log_shows_the_sql(unanalysed_assignments, demo_config):
-    # Given: a table past the threshold and a new connection
-    experiment = Experiment.objects.get(key="checkout-button")
-    grow_assignments(experiment, rows=250_000)
-    connection.close()
+def test_statements__queries_logged_on_a_large_table__log_shows_the_sql(large_table):
+    # Given: a table past the threshold and a new connection (large_table)
 
     # When: the queries are logged, as with DEBUG on
     with CaptureQueriesContext(connection) as captured:
@@ -233,12 +232,9 @@ def test_statements__queries_logged_on_a_large_table__log_shows_the_sql(unanalys
 
 
 @pytest.mark.single_node("prepared plans on one server; Citus plans distributed statements itself")
-def test_statements__prepared_statements_off__never_prepared(unanalysed_assignments, demo_config, settings):
-    # Given: DATABASE_PREPARED_STATEMENTS=false (a pooler that cannot keep them), and a large table
+def test_statements__prepared_statements_off__never_prepared(large_table, settings):
+    # Given: DATABASE_PREPARED_STATEMENTS=false (a pooler that cannot keep them), and a large table (large_table)
     settings.DATABASE_PREPARED_STATEMENTS = False
-    experiment = Experiment.objects.get(key="checkout-button")
-    grow_assignments(experiment, rows=250_000)
-    connection.close()
 
     # When
     for number in range(10):

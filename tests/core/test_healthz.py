@@ -8,6 +8,7 @@ import socket
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -144,16 +145,29 @@ def test_healthz__database_accepts_but_never_answers__503_within_3_seconds(anony
     wait_until_healthy(anonymous_client)
 
 
-def test_database_probe__concurrent_checks__share_one_probe():
+class BlockedQuery:
+    """A probe's query that blocks until `release` is set (5 s at most), noting each call in `calls`."""
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+        self.release = threading.Event()
+
+    def __call__(self) -> None:
+        self.calls.append(1)
+        self.release.wait(5)
+
+
+@pytest.fixture
+def blocked_query() -> Iterator[BlockedQuery]:
+    """A BlockedQuery, released when the test ends whatever happened."""
+    query = BlockedQuery()
+    yield query
+    query.release.set()
+
+
+def test_database_probe__concurrent_checks__share_one_probe(blocked_query):
     # Given: a probe whose query blocks until released
-    calls = []
-    release = threading.Event()
-
-    def query() -> None:
-        calls.append(1)
-        release.wait(5)
-
-    probe = DatabaseProbe(query)
+    probe = DatabaseProbe(blocked_query)
     answers = []
     checks = [threading.Thread(target=lambda: answers.append(probe.database_ok(timeout=5))) for _ in range(8)]
 
@@ -161,32 +175,23 @@ def test_database_probe__concurrent_checks__share_one_probe():
     for check in checks:
         check.start()
     time.sleep(0.2)
-    release.set()
+    blocked_query.release.set()
     for check in checks:
         check.join(5)
 
     # Then
-    assert calls == [1]
+    assert blocked_query.calls == [1]
     assert answers == [True] * 8
 
 
-def test_database_probe__query_hangs__false_after_timeout_and_no_second_thread():
-    release = threading.Event()
-    calls = []
+def test_database_probe__query_hangs__false_after_timeout_and_no_second_thread(blocked_query):
+    probe = DatabaseProbe(blocked_query)
 
-    def query() -> None:
-        calls.append(1)
-        release.wait(5)
-
-    probe = DatabaseProbe(query)
-    try:
-        started = time.monotonic()
-        assert probe.database_ok(timeout=0.3) is False
-        assert probe.database_ok(timeout=0.3) is False
-        assert 0.6 <= time.monotonic() - started < 1.5
-        assert calls == [1]
-    finally:
-        release.set()
+    started = time.monotonic()
+    assert probe.database_ok(timeout=0.3) is False
+    assert probe.database_ok(timeout=0.3) is False
+    assert 0.6 <= time.monotonic() - started < 1.5
+    assert blocked_query.calls == [1]
 
 
 def test_database_probe__query_fails__false_at_once_then_fresh_probe_next_time():
@@ -203,25 +208,16 @@ def test_database_probe__query_fails__false_at_once_then_fresh_probe_next_time()
     assert probe.database_ok(timeout=2) is True
 
 
-def test_database_probe__probe_hung_past_abandon_time__replaced_up_to_the_cap():
+def test_database_probe__probe_hung_past_abandon_time__replaced_up_to_the_cap(blocked_query):
     # Given: every query hangs; probes are given up after 0.2 s, at most 2 at a time
-    release = threading.Event()
-    calls = []
+    probe = DatabaseProbe(blocked_query, abandon_after=0.2, max_abandoned=2)
 
-    def query() -> None:
-        calls.append(1)
-        release.wait(5)
+    # When: checks keep coming while the database hangs
+    for _ in range(6):
+        probe.database_ok(timeout=0.25)
 
-    probe = DatabaseProbe(query, abandon_after=0.2, max_abandoned=2)
-    try:
-        # When: checks keep coming while the database hangs
-        for _ in range(6):
-            probe.database_ok(timeout=0.25)
-
-        # Then: the first probe plus two replacements, no more threads than that
-        assert len(calls) == 3
-    finally:
-        release.set()
+    # Then: the first probe plus two replacements, no more threads than that
+    assert len(blocked_query.calls) == 3
 
 
 def test_database_unavailable_middleware__failure_inside_another_middleware__503_problem(db):

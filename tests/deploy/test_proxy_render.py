@@ -6,32 +6,28 @@ from __future__ import annotations
 import os
 import subprocess
 
+import pytest
+
 from tests.helpers import PROJECT_DIR
 
 
-def test_render__metrics_among_the_public_paths__refused(tmp_path):
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ({"PROXY_PUBLIC_PATHS": "/experiment-assignments /metrics"}, "PROXY_PUBLIC_PATHS must not name /metrics"),
+        ({"PROXY_LISTEN": "8080; include /etc/passwd"}, "PROXY_LISTEN must be"),
+    ],
+    ids=["metrics-among-the-public-paths", "malformed-setting"],
+)
+def test_render__setting_it_must_refuse__refused_naming_the_variable_and_nothing_written(tmp_path, setting, message):
     output = tmp_path / "nginx.conf"
     render = subprocess.run(
         [str(PROJECT_DIR / "deploy/proxy/render"), str(output)],
-        env={**os.environ, "PROXY_API_TOKEN": "abc.def", "PROXY_PUBLIC_PATHS": "/experiment-assignments /metrics"},
+        env={**os.environ, "PROXY_API_TOKEN": "abc.def", **setting},
         capture_output=True,
         text=True,
     )
 
     assert render.returncode == 1
-    assert "PROXY_PUBLIC_PATHS must not name /metrics" in render.stderr
-    assert not output.exists()
-
-
-def test_render__malformed_setting__refused_naming_the_variable(tmp_path):
-    output = tmp_path / "nginx.conf"
-    render = subprocess.run(
-        [str(PROJECT_DIR / "deploy/proxy/render"), str(output)],
-        env={**os.environ, "PROXY_API_TOKEN": "abc.def", "PROXY_LISTEN": "8080; include /etc/passwd"},
-        capture_output=True,
-        text=True,
-    )
-
-    assert render.returncode == 1
-    assert "PROXY_LISTEN must be" in render.stderr
+    assert message in render.stderr
     assert not output.exists()

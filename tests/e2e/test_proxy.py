@@ -56,8 +56,8 @@ def nginx_binary() -> str:
 
 
 @contextlib.contextmanager
-def nginx(*, upstream: str, token: str, **settings: str) -> Iterator[tuple[str, Path]]:
-    """Render the template with PROXY_* settings and run nginx in the foreground; yields (base URL, prefix)."""
+def nginx(*, upstream: str, token: str, **settings: str) -> Iterator[tuple[httpx.Client, Path]]:
+    """Render the template with PROXY_* settings and run nginx in the foreground; yields (a client of it, prefix)."""
     binary = nginx_binary()
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="proxy-e2e-") as prefix:
@@ -88,7 +88,8 @@ def nginx(*, upstream: str, token: str, **settings: str) -> Iterator[tuple[str, 
         )
         try:
             wait_for_port(port)
-            yield f"http://127.0.0.1:{port}", Path(prefix)
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}") as http:
+                yield http, Path(prefix)
         finally:
             process_stop(process)
 
@@ -118,10 +119,7 @@ def established_connections_to(port: int) -> int:
 def test_proxy__default_paths__token_injected_other_paths_404_body_capped(service):
     base_url, token, gunicorn_log = service
     upstream = base_url.removeprefix("http://")
-    with (
-        nginx(upstream=upstream, token=token, PROXY_MAX_BODY_SIZE="64k") as (proxy_url, prefix),
-        httpx.Client(base_url=proxy_url) as http,
-    ):
+    with nginx(upstream=upstream, token=token, PROXY_MAX_BODY_SIZE="64k") as (http, prefix):
         # An assignment without any client token succeeds: the proxy adds its own
         assigned = http.post("/experiment-assignments", json=ASSIGN)
         assert assigned.status_code == 200
@@ -179,10 +177,7 @@ def test_proxy__metrics__never_forwarded_even_with_an_admin_token(service):
     assert httpx.get(f"{base_url}/metrics", headers=admin).status_code == 200
 
     # When /metrics is asked through the proxy, in any spelling, with that token or none
-    with (
-        nginx(upstream=base_url.removeprefix("http://"), token=token, PROXY_ENABLE_ID_LINK="true") as (proxy_url, _),
-        httpx.Client(base_url=proxy_url) as http,
-    ):
+    with nginx(upstream=base_url.removeprefix("http://"), token=token, PROXY_ENABLE_ID_LINK="true") as (http, _):
         answers = [
             http.get(path, headers=headers)
             for path in ("/metrics", "/metrics/", "//metrics", "/./metrics", "/healthz/../metrics")
@@ -198,10 +193,7 @@ def test_proxy__metrics__never_forwarded_even_with_an_admin_token(service):
 def test_proxy__request_id__the_clients_kept_or_the_proxys_forwarded_and_logged_on_both_sides(service):
     base_url, token, gunicorn_log = service
     body = {"experiment_id": "checkout-button", "subject_ids": ["u-7"]}
-    with (
-        nginx(upstream=base_url.removeprefix("http://"), token=token) as (proxy_url, prefix),
-        httpx.Client(base_url=proxy_url) as http,
-    ):
+    with nginx(upstream=base_url.removeprefix("http://"), token=token) as (http, prefix):
         # When a client sends an ID, sends none, sends one the service would not keep, and asks for a missing path
         kept = http.post("/experiment-assignments", json=body, headers={"X-Request-ID": "client-trace-1"})
         made = http.post("/experiment-assignments", json=body)
@@ -229,11 +221,7 @@ def test_proxy__request_id__the_clients_kept_or_the_proxys_forwarded_and_logged_
 
 def test_proxy__id_link_enabled__reaches_the_service_admin_still_404(service):
     base_url, token, _ = service
-    upstream = base_url.removeprefix("http://")
-    with (
-        nginx(upstream=upstream, token=token, PROXY_ENABLE_ID_LINK="true") as (proxy_url, _),
-        httpx.Client(base_url=proxy_url) as http,
-    ):
+    with nginx(upstream=base_url.removeprefix("http://"), token=token, PROXY_ENABLE_ID_LINK="true") as (http, _):
         linked = http.post("/id-link", json=LINK)
         assert linked.status_code == 200
         assert linked.json() == {"success": True}
@@ -244,12 +232,9 @@ def test_proxy__id_link_enabled__reaches_the_service_admin_still_404(service):
 
 def test_proxy__burst_beyond_the_rate_limit__429_problem_json(service):
     base_url, token, _ = service
-    with (
-        nginx(
-            upstream=base_url.removeprefix("http://"), token=token, PROXY_RATE_LIMIT="5r/s", PROXY_RATE_BURST="5"
-        ) as (proxy_url, _),
-        httpx.Client(base_url=proxy_url) as http,
-    ):
+    with nginx(
+        upstream=base_url.removeprefix("http://"), token=token, PROXY_RATE_LIMIT="5r/s", PROXY_RATE_BURST="5"
+    ) as (http, _):
         # When one client sends 30 requests back to back, more than the burst of 5 allows
         started = time.monotonic()
         responses = [http.post("/experiment-assignments", json=ASSIGN) for _ in range(30)]
@@ -275,10 +260,7 @@ def test_proxy__burst_beyond_the_rate_limit__429_problem_json(service):
 )
 def test_proxy__headers_too_large__400_problem_json_from_the_proxy(service, headers):
     base_url, token, _ = service
-    with (
-        nginx(upstream=base_url.removeprefix("http://"), token=token) as (proxy_url, _),
-        httpx.Client(base_url=proxy_url) as http,
-    ):
+    with nginx(upstream=base_url.removeprefix("http://"), token=token) as (http, _):
         response = http.post("/experiment-assignments", json=ASSIGN, headers=headers)
 
     assert_problem(response, status=400, code="invalid_request")
@@ -287,10 +269,7 @@ def test_proxy__headers_too_large__400_problem_json_from_the_proxy(service, head
 def test_proxy__service_down__503_problem_json():
     # Given a proxy whose upstream nobody listens on
     _, token = token_generate()
-    with (
-        nginx(upstream=f"127.0.0.1:{free_port()}", token=token) as (proxy_url, _),
-        httpx.Client(base_url=proxy_url) as http,
-    ):
+    with nginx(upstream=f"127.0.0.1:{free_port()}", token=token) as (http, _):
         response = http.post("/experiment-assignments", json=ASSIGN)
 
     assert_problem(response, status=503, code="internal_error")

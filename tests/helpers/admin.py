@@ -60,6 +60,13 @@ def edit(client, obj, **changes: str | list[str] | None):
     return client.post(change_url(obj), data)
 
 
+def assert_field_error(response, field: str, message: str) -> None:
+    """The page came back unsaved (200) with `message` in one of the errors on `field`."""
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert any(message in error for error in errors.get(field, [])), errors
+
+
 def errors_of(response) -> list:
     """The form errors of a re-rendered admin page, for assertion messages."""
     context = response.context

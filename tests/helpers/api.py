@@ -1,5 +1,5 @@
-"""The API as its clients see it: the problem+json error shape, an in-process client with a token, and the SQL
-statements a request costs."""
+"""The API as its clients see it: the problem+json error shape and the 400 naming one invalid field, an in-process
+client with a token, and the SQL statements a request costs."""
 
 from __future__ import annotations
 
@@ -26,6 +26,13 @@ def assert_problem(response, *, status: int, code: str) -> dict:
     assert isinstance(body["title"], str) and body["title"]
     assert isinstance(body["detail"], str) and body["detail"]
     return body
+
+
+def assert_one_invalid_field(response, field: str, message: str) -> None:
+    """The response is a 400 invalid_request whose only error is `message` on `field`, its detail naming both."""
+    problem = assert_problem(response, status=400, code="invalid_request")
+    assert problem["errors"] == [{"field": field, "message": message}]
+    assert problem["detail"] == f"{field}: {message}"
 
 
 def error_fields(body: dict) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import connection
 from django.db.models import Sum
@@ -55,6 +55,52 @@ def assigned_store(
         cohort=1,
         source=source,
         created_at=created_at or timezone.now(),
+    )
+
+
+def assignments_bulk_store(
+    experiment: Experiment,
+    count: int,
+    *,
+    prefix: str = "s",
+    cohort: int = 1,
+    sources: Sequence[str] = (Assignment.Source.HASHED,),
+    start: datetime | None = None,
+) -> None:
+    """`count` assignments of the experiment in one statement, subject IDs `prefix` and a six-digit index, cycling
+    through its variants in their order and through `sources`; a second apart from `start`, or all made now."""
+    variants = list(experiment.variants.order_by("position"))
+    now = timezone.now()
+    Assignment.objects.bulk_create(
+        Assignment(
+            experiment=experiment,
+            subject_id=f"{prefix}{index:06d}",
+            variant=variants[index % len(variants)],
+            cohort=cohort,
+            source=sources[index % len(sources)],
+            created_at=now if start is None else start + timedelta(seconds=index),
+        )
+        for index in range(count)
+    )
+
+
+def variant_counts_store(
+    experiment: Experiment, counts: dict[str, int], *, source: str = Assignment.Source.HASHED, cohort: int = 1
+) -> None:
+    """counts[variant ID] assignments of the experiment from `source` in `cohort`, stored in one statement (a
+    forced one with its reason)."""
+    variants = {variant.key: variant for variant in experiment.variants.all()}
+    Assignment.objects.bulk_create(
+        Assignment(
+            experiment=experiment,
+            subject_id=f"{source}-{key}-{cohort}-{index}",
+            variant=variants[key],
+            cohort=cohort,
+            source=source,
+            reason="QA" if source == Assignment.Source.FORCED else "",
+        )
+        for key, count in counts.items()
+        for index in range(count)
     )
 
 

@@ -1,5 +1,5 @@
 """Resource documents for set-up, built as dicts and applied through the real parser and apply path, and the
-cohorts an apply stored, read back.
+cohorts an apply stored and the history it recorded, read back.
 
 A test whose subject is the YAML text itself (syntax, comments, quoting, messages naming a document or a
 line) writes that text inline instead.
@@ -165,6 +165,12 @@ def cohort_rules(key: str = "checkout") -> list[tuple[int, list, dict]]:
     """The cohorts an apply stored for the experiment `key`: (number, splits, population) each, in order."""
     cohorts = Cohort.objects.filter(experiment__key=key).order_by("number")
     return list(cohorts.values_list("number", "splits", "population"))
+
+
+def resource_history(kind: str, key: str) -> tuple[list[str], list[str]]:
+    """What `manage.py resource_history KIND ID` prints: the versions it lists, in its order, and all its lines."""
+    lines = command_output("resource_history", kind, key).splitlines()
+    return [line.split()[1] for line in lines if line.startswith("version ")], lines
 
 
 def refusal(tmp_path: Path, *documents: dict) -> tuple[str, list[str]]:

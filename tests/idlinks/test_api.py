@@ -14,7 +14,7 @@ from assignments import cache
 from assignments.models import SubjectType
 from idlinks.models import IdentifierLink
 from tests.factories import SubjectTypeFactory
-from tests.helpers.api import ApiClient, assert_problem
+from tests.helpers.api import ApiClient, assert_one_invalid_field, assert_problem
 from tests.helpers.database import database_unreachable
 from tests.helpers.idlinks import LINK_PATH, link_body, stored_links
 
@@ -203,9 +203,7 @@ NOT_AN_OBJECT = "must be an object with subject_type and subject_id"
 def test_id_link__malformed_identifiers__400_naming_the_field(api, subject_types, body, field, message):
     response = api.post(LINK_PATH, body)
 
-    problem = assert_problem(response, status=400, code="invalid_request")
-    assert problem["errors"] == [{"field": field, "message": message}]
-    assert problem["detail"] == f"{field}: {message}"
+    assert_one_invalid_field(response, field, message)
     assert IdentifierLink.objects.count() == 0
 
 

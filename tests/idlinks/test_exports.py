@@ -15,7 +15,7 @@ from core.exports import CHUNK_SIZE
 from idlinks.models import IdentifierLink
 from tests.factories import IdentifierLinkFactory
 from tests.helpers.commands import command_streams
-from tests.helpers.exports import CursorProbe, csv_rows
+from tests.helpers.exports import SINCE_CASES, SINCE_ROWS, CursorProbe, csv_rows
 from tests.helpers.processes import run_manage, run_manage_piped_to_head, run_manage_stderr_on_terminal
 
 HEADER = "subject_type_a,subject_id_a,subject_type_b,subject_id_b,created_at\n"
@@ -128,24 +128,10 @@ def test_export_id_links__no_links__csv_header_only_and_jsonl_empty(subject_type
 
 
 @pytest.mark.parametrize(
-    ("since", "expected"),
-    [
-        ("2026-11-01", ["before", "at-10:00", "at-11:00", "next-day"]),
-        ("2026-11-01T10:00:00Z", ["at-10:00", "at-11:00", "next-day"]),
-        ("2026-11-01T10:00:00.000001Z", ["at-11:00", "next-day"]),
-        ("2026-11-01T11:00:00", ["at-11:00", "next-day"]),
-        ("2026-11-01T12:00:00+01:00", ["at-11:00", "next-day"]),
-        ("2026-11-02", ["next-day"]),
-        ("2030-01-01", []),
-    ],
+    ("since", "expected"), [*SINCE_CASES, ("2026-11-01T10:00:00.000001Z", ["at-11:00", "next-day"])]
 )
 def test_export_id_links__since__keeps_links_made_at_or_after_it(subject_types, since, expected):
-    for subject_id, moment in [
-        ("before", T0 - dt.timedelta(microseconds=1)),
-        ("at-10:00", T0),
-        ("at-11:00", T0 + dt.timedelta(hours=1)),
-        ("next-day", dt.datetime(2026, 11, 2, tzinfo=dt.UTC)),
-    ]:
+    for subject_id, moment in SINCE_ROWS:
         add_link(subject_types, "user", subject_id, "cookie", f"c-{subject_id}", moment)
 
     stdout, _ = export("--since", since)
@@ -252,12 +238,9 @@ def test_export_id_links__many_links_on_postgresql__streamed_through_a_cursor_wi
     call_command("export_id_links", "--format", "jsonl", stdout=probe)
 
     # Then the rows came through one open server-side cursor over the links, not declared WITH HOLD
-    assert probe.cursors is not None
-    link_cursors = [(statement, holdable) for statement, holdable in probe.cursors if "identifierlink" in statement]
-    assert len(link_cursors) == 1
-    assert link_cursors[0][1] is False
+    assert probe.held("identifierlink") is False
     # And every link arrived, oldest first
-    objects = [json.loads(line) for line in probe.getvalue().splitlines()]
+    objects = probe.json_lines()
     assert [obj["subject_id_a"] for obj in objects] == [f"a-{index:06d}" for index in range(count)]
 
 

@@ -44,9 +44,13 @@ class Throwaway:
         server = self.server if port is None else self.server.rsplit(":", 1)[0] + f":{port}"
         return {"DATABASE_URL": f"{server}/{database}", "SECRET_KEY": "add-worker-tests"}
 
-    def nodes(self) -> list[tuple[str, int, bool]]:
+    def rows(self, query: str) -> list[tuple]:
+        """The rows a query returns on the coordinator's database."""
         with psycopg.connect(f"{self.server}/{DATABASE}") as coordinator:
-            return coordinator.execute("SELECT nodename, nodeport, isactive FROM pg_dist_node ORDER BY 2").fetchall()
+            return coordinator.execute(query).fetchall()
+
+    def nodes(self) -> list[tuple[str, int, bool]]:
+        return self.rows("SELECT nodename, nodeport, isactive FROM pg_dist_node ORDER BY 2")
 
     def add_worker(self, port: int, *args: str) -> subprocess.CompletedProcess:
         return manage_run("add_worker", "127.0.0.1", "--port", str(port), *args, env=self.env())
@@ -122,13 +126,10 @@ def test_add_worker__rebalance__shards_moved_onto_the_new_node_writes_blocked_me
         "shard transfer mode block_writes: wal_level is not logical on the coordinator (replica), "
     )
     assert lines[4] == "shards moved"
-    with psycopg.connect(f"{cluster.server}/{DATABASE}") as coordinator:
-        shards = coordinator.execute(
-            "SELECT nodeport, count(*) FROM citus_shards WHERE citus_table_type = 'distributed' GROUP BY 1"
-        ).fetchall()
-        per_node = coordinator.execute(
-            "SELECT nodename, nodeport, count(*) FROM citus_shards GROUP BY 1, 2 ORDER BY 1, 2"
-        ).fetchall()
+    shards = cluster.rows(
+        "SELECT nodeport, count(*) FROM citus_shards WHERE citus_table_type = 'distributed' GROUP BY 1"
+    )
+    per_node = cluster.rows("SELECT nodename, nodeport, count(*) FROM citus_shards GROUP BY 1, 2 ORDER BY 1, 2")
     # 4 shards of each of 3 co-located tables, 2 shard groups on each worker.
     assert dict(shards) == {cluster.worker_port: 6, cluster.new_node.port: 6}
     assert lines[5:-1] == [f"node {host}:{port}: {count} shards" for host, port, count in per_node]

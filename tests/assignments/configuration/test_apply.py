@@ -69,6 +69,13 @@ def run(*args: str) -> list[str]:
     return command_output("apply_resources", *args).splitlines()
 
 
+def refused(*args: str) -> str:
+    """The error `manage.py apply_resources *args` stops with."""
+    with pytest.raises(CommandError) as caught:
+        run(*args)
+    return str(caught.value)
+
+
 def nothing_configured() -> bool:
     return (
         not SubjectType.objects.exists() and not Experiment.objects.exists() and not Lab.objects.exclude(key="default")
@@ -107,16 +114,27 @@ def test_apply_resources__applied_twice__second_run_only_unchanged(db, tmp_path)
     ]
 
 
-def test_apply_resources__invalid_file__error_names_file_document_and_field_and_nothing_applied(db, tmp_path):
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (BAD_SPLIT, "document 2: spec.variants.0.split: must be a number from 0 to 1, not the string 'high'"),
+        (
+            LAB_AND_EXPERIMENT.replace("subjectType: user", "subjectType: cookie"),
+            "document 1: experiment 'checkout-button': spec.subjectType: no subject type 'cookie'",
+        ),
+    ],
+    ids=["invalid-field", "reference-to-a-subject-type-nobody-defines"],
+)
+def test_apply_resources__error_in_the_second_file__error_names_file_document_and_field_and_no_file_applied(
+    db, tmp_path, text, message
+):
+    # Given a valid file, and a second one with an invalid field or naming a subject type nobody defines
     good = write(tmp_path, "good.yaml", SUBJECT_TYPES)
-    bad = write(tmp_path, "bad.yaml", BAD_SPLIT)
+    bad = write(tmp_path, "bad.yaml", text)
 
-    with pytest.raises(CommandError) as caught:
-        run(good, bad)
+    error = refused(good, bad)
 
-    assert f"{bad}: document 2: spec.variants.0.split: must be a number from 0 to 1, not the string 'high'" in str(
-        caught.value
-    )
+    assert f"{bad}: {message}" in error
     assert nothing_configured()
 
 
@@ -127,40 +145,46 @@ def test_apply_resources__nul_in_a_string__field_error_not_a_database_error_and_
         tmp_path, "bad.yaml", LAB_AND_EXPERIMENT.replace("subjectType: user", 'subjectType: user\n  hypothesis: "a\\0"')
     )
 
-    with pytest.raises(CommandError) as caught:
-        run(good, bad)
+    error = refused(good, bad)
 
-    assert str(caught.value) == (
+    assert error == (
         f"resources not applied:\n{bad}: document 1: spec.hypothesis: must not contain control characters other "
         "than tab and line breaks: U+0000 at character 2 (the database cannot store NUL)"
     )
     assert nothing_configured()
 
 
-def test_apply_resources__reference_error_in_one_file__no_file_applied(db, tmp_path):
-    # Given two valid files, the second naming a subject type nobody defines
-    good = write(tmp_path, "good.yaml", SUBJECT_TYPES)
-    dangling = write(tmp_path, "dangling.yaml", LAB_AND_EXPERIMENT.replace("subjectType: user", "subjectType: cookie"))
+@pytest.mark.parametrize(
+    ("first_text", "second_text", "messages"),
+    [
+        (
+            "schemaVersion: 1\nkind: lab\nmetadata: {id: a, colour: red}\n",
+            "schemaVersion: 1\nkind: wizard\nmetadata: {id: b}\n",
+            [
+                "{first}: document 1: metadata.colour: unknown field",
+                "{second}: document 1: kind: must be one of subjecttype, lab, layer, holdout, experiment",
+            ],
+        ),
+        (
+            "schemaVersion: 1\nkind: lab\nmetadata: {id: growth}\n",
+            "schemaVersion: 1\nkind: lab\nmetadata: {id: Growth}\n",
+            ["{second}: document 1: metadata.id: lab 'Growth' is already defined in {first}: document 1"],
+        ),
+    ],
+    ids=["an-error-in-each-file", "ids-differing-only-in-case-across-files"],
+)
+def test_apply_resources__two_files_refused__every_error_reported_and_nothing_applied(
+    db, tmp_path, first_text, second_text, messages
+):
+    first = write(tmp_path, "one.yaml", first_text)
+    second = write(tmp_path, "two.yaml", second_text)
 
-    with pytest.raises(CommandError) as caught:
-        run(good, dangling)
+    error = refused(first, second)
 
-    assert f"{dangling}: document 1: experiment 'checkout-button': spec.subjectType: no subject type 'cookie'" in str(
-        caught.value
-    )
+    for message in messages:
+        assert message.format(first=first, second=second) in error
+    # Neither file applied: no lab `growth` either, in any case
     assert nothing_configured()
-
-
-def test_apply_resources__errors_in_several_files__all_reported(db, tmp_path):
-    first = write(tmp_path, "one.yaml", "schemaVersion: 1\nkind: lab\nmetadata: {id: a, colour: red}\n")
-    second = write(tmp_path, "two.yaml", "schemaVersion: 1\nkind: wizard\nmetadata: {id: b}\n")
-
-    with pytest.raises(CommandError) as caught:
-        run(first, second)
-
-    assert f"{first}: document 1: metadata.colour: unknown field" in str(caught.value)
-    kinds = "subjecttype, lab, layer, holdout, experiment"
-    assert f"{second}: document 1: kind: must be one of {kinds}" in str(caught.value)
 
 
 @pytest.mark.parametrize(
@@ -174,33 +198,18 @@ def test_apply_resources__errors_in_several_files__all_reported(db, tmp_path):
     ids=["top-level", "metadata", "spec", "variant"],
 )
 def test_apply_resources__unknown_field__rejected(db, tmp_path, text):
-    with pytest.raises(CommandError) as caught:
-        run(write(tmp_path, "r.yaml", text))
-    assert "owner: unknown field" in str(caught.value)
+    error = refused(write(tmp_path, "r.yaml", text))
+    assert "owner: unknown field" in error
     assert nothing_configured()
-
-
-def test_apply_resources__ids_differing_only_in_case_across_files__rejected(db, tmp_path):
-    first = write(tmp_path, "one.yaml", "schemaVersion: 1\nkind: lab\nmetadata: {id: growth}\n")
-    second = write(tmp_path, "two.yaml", "schemaVersion: 1\nkind: lab\nmetadata: {id: Growth}\n")
-
-    with pytest.raises(CommandError) as caught:
-        run(first, second)
-
-    assert f"{second}: document 1: metadata.id: lab 'Growth' is already defined in {first}: document 1" in str(
-        caught.value
-    )
-    assert not Lab.objects.filter(key__iexact="growth").exists()
 
 
 def test_apply_resources__missing_file__error_names_it_and_nothing_applied(db, tmp_path):
     good = write(tmp_path, "good.yaml", SUBJECT_TYPES)
     missing = str(tmp_path / "missing.yaml")
 
-    with pytest.raises(CommandError) as caught:
-        run(good, missing)
+    error = refused(good, missing)
 
-    assert f"{missing}: cannot read" in str(caught.value)
+    assert f"{missing}: cannot read" in error
     assert nothing_configured()
 
 

@@ -69,16 +69,21 @@ def apply_lines(path) -> list[str]:
     return command_output("apply_resources", str(path)).splitlines()
 
 
-def test_export__round_trip__applying_the_export_reports_only_unchanged(db, tmp_path):
-    # Given the tricky configuration, applied through the command
+def round_trip(tmp_path, text: str) -> tuple[list[str], str]:
+    """Apply the text through the command, export it and apply the export again: what that second apply printed,
+    line by line, and the export."""
     source = tmp_path / "config.yaml"
-    source.write_text(TRICKY, encoding="utf-8")
+    source.write_text(text, encoding="utf-8")
     apply_lines(source)
-
-    # When it is exported and the export applied again
     exported = tmp_path / "export.yaml"
     exported.write_text(export_text(), encoding="utf-8")
-    lines = apply_lines(exported)
+    return apply_lines(exported), exported.read_text(encoding="utf-8")
+
+
+def test_export__round_trip__applying_the_export_reports_only_unchanged(db, tmp_path):
+    # Given the tricky configuration, applied through the command
+    # When it is exported and the export applied again
+    lines, exported = round_trip(tmp_path, TRICKY)
 
     # Then every resource, the default lab included, is unchanged, and a second export is identical
     assert lines
@@ -94,7 +99,7 @@ def test_export__round_trip__applying_the_export_reports_only_unchanged(db, tmp_
             "experiment draft-one: unchanged",
         ]
     )
-    assert export_text() == exported.read_text(encoding="utf-8")
+    assert export_text() == exported
 
 
 def test_export__values__as_stored_and_as_written(db):
@@ -266,14 +271,8 @@ spec:
 
 def test_export__gates__round_trip_unchanged_and_byte_identical(db, tmp_path):
     # Given subject type attributes and every gate, applied through the command
-    source = tmp_path / "config.yaml"
-    source.write_text(GATES, encoding="utf-8")
-    apply_lines(source)
-
     # When it is exported and the export applied again
-    exported = tmp_path / "export.yaml"
-    exported.write_text(export_text(), encoding="utf-8")
-    lines = apply_lines(exported)
+    lines, exported = round_trip(tmp_path, GATES)
 
     # Then nothing changed (no new cohort either), and the export again is the same bytes
     assert sorted(lines) == [
@@ -282,7 +281,7 @@ def test_export__gates__round_trip_unchanged_and_byte_identical(db, tmp_path):
         "lab default: unchanged",
         "subjecttype user: unchanged",
     ]
-    assert export_text() == exported.read_text(encoding="utf-8")
+    assert export_text() == exported
     assert Experiment.objects.get(key="checkout").cohorts.count() == 1
 
 

@@ -19,9 +19,11 @@ from tests.helpers.resources import (
     experiment,
     export_text,
     holdout,
+    in_layer,
     lab,
     layer,
     refusal,
+    resource_history,
     subject_type,
 )
 
@@ -535,59 +537,29 @@ def test_apply__binding_then_the_same_file_again__unchanged(users):
 
 # --- export, round trip and history ---
 
-CONFIGURATION = """
-schemaVersion: 1
-kind: subjecttype
-metadata: {id: user}
----
-schemaVersion: 1
-kind: lab
-metadata: {id: growth}
----
-schemaVersion: 1
-kind: layer
-metadata: {id: flow}
-spec: {subjectType: user}
----
-schemaVersion: 1
-kind: holdout
-metadata: {id: H2-2026, name: Second half, status: active}
-spec: {subjectType: user, share: 0.05, scope: all}
----
-schemaVersion: 1
-kind: holdout
-metadata: {id: growth-q4}
-spec: {subjectType: user, share: 0.1, salt: growth-q4-holdout, scope: {labs: [Growth]}}
----
-schemaVersion: 1
-kind: experiment
-metadata: {id: checkout-button, status: active, parentId: growth}
-spec:
-  subjectType: user
-  enrollment: {startAt: "2026-12-01T09:00:00+01:00"}
-  holdouts: [growth-q4]
-  layer: {id: flow, slots: [[0, 2500]]}
-  coverage: 0.5
-  variants:
-    - {id: control, control: true, split: 0.5}
-    - {id: green, split: 0.5}
----
-schemaVersion: 1
-kind: experiment
-metadata: {id: plain, status: draft}
-spec:
-  subjectType: user
-  variants:
-    - {id: control, control: true, split: 0.5}
-    - {id: green, split: 0.5}
-"""
+CONFIGURATION = (
+    subject_type("user"),
+    lab("growth"),
+    layer("flow"),
+    holdout("H2-2026", name="Second half", scope="all"),
+    holdout("growth-q4", status=None, share=0.1, salt="growth-q4-holdout", scope={"labs": ["Growth"]}),
+    experiment(
+        "checkout-button",
+        lab="growth",
+        enrollment={"startAt": "2026-12-01T09:00:00+01:00"},
+        holdouts=["growth-q4"],
+        layer=in_layer("flow", [0, 2500]),
+        coverage=0.5,
+    ),
+    experiment("plain", status="draft"),
+)
 
 
 def test_export__holdouts__written_after_the_layers_resolved_in_the_experiments_and_applied_again_unchanged(
     db, tmp_path
 ):
     # Given holdouts, and an experiment listing one and bound to the other
-    apply_yaml(CONFIGURATION)
+    apply_resources(*CONFIGURATION)
 
     # When exported
     exported = export_text()
@@ -662,7 +634,7 @@ def test_export__holdouts__written_after_the_layers_resolved_in_the_experiments_
     ("kind", "ids"), [("holdout", ["H2-2026", "growth-q4"]), ("experiment", ["checkout-button", "plain"])]
 )
 def test_export__kind_holdout_or_experiment__only_that_kind(db, kind, ids):
-    apply_yaml(CONFIGURATION)
+    apply_resources(*CONFIGURATION)
 
     documents = list(yaml.safe_load_all(export_text("--kind", kind)))
 
@@ -684,12 +656,10 @@ def test_export__holdout_of_a_flushed_database__applies_and_recreates_the_defaul
 def test_resource_history__holdout__newest_first_with_a_diff(users):
     apply_resources(holdout("h1", status="draft"))
     apply_resources(holdout("h1", status="active"))
-    out = io.StringIO()
 
-    call_command("resource_history", "holdout", "H1", stdout=out)
+    versions, lines = resource_history("holdout", "H1")
 
-    lines = out.getvalue().splitlines()
-    assert [line.split()[1] for line in lines if line.startswith("version ")] == ["2", "1"]
+    assert versions == ["2", "1"]
     assert "-  status: draft" in lines and "+  status: active" in lines
     change = ResourceChange.objects.get(kind="holdout", resource_id="h1", resource_version=1)
     assert change.after == {

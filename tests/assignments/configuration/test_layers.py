@@ -42,6 +42,7 @@ from tests.helpers.resources import (
     in_layer,
     layer,
     refusal,
+    resource_history,
     subject_type,
 )
 
@@ -607,12 +608,10 @@ def test_apply__layer_created_and_changed__history_with_its_documents(flow):
 
 def test_resource_history__layer__newest_first_with_a_diff(flow):
     apply_resources(layer("flow", salt="flow-2"))
-    out = io.StringIO()
 
-    call_command("resource_history", "layer", "FLOW", stdout=out)
+    versions, lines = resource_history("layer", "FLOW")
 
-    lines = out.getvalue().splitlines()
-    assert [line.split()[1] for line in lines if line.startswith("version ")] == ["2", "1"]
+    assert versions == ["2", "1"]
     assert "-  salt: flow" in lines and "+  salt: flow-2" in lines
 
 

@@ -18,6 +18,7 @@ from assignments.console.reports import experiment_report
 from assignments.models import Assignment, Experiment, Variant
 from tests.factories import ExperimentFactory
 from tests.helpers import PROJECT_DIR
+from tests.helpers.assignments import variant_counts_store
 from tests.helpers.commands import command_output
 from tests.helpers.resources import apply_resources, experiment, split_variants
 from tests.helpers.server import database_url_for_tests
@@ -29,16 +30,6 @@ def report(*args: str) -> str:
 
 def report_json(experiment_id: str) -> dict:
     return json.loads(report(experiment_id, "--format", "json"))
-
-
-def store(experiment: Experiment, counts: dict[str, int], *, cohort: int = 1) -> None:
-    """counts[variant key] assignments of the experiment in the given cohort."""
-    variants = {variant.key: variant for variant in experiment.variants.all()}
-    Assignment.objects.bulk_create(
-        Assignment(experiment=experiment, subject_id=f"{key}-{cohort}-{index}", variant=variants[key], cohort=cohort)
-        for key, count in counts.items()
-        for index in range(count)
-    )
 
 
 def checkout_button(splits: list[tuple[str, float]]) -> dict:
@@ -57,7 +48,7 @@ def one_degree_p_value(observed: list[int], shares: list[float]) -> float:
 
 def test_report__imbalanced_cohort__aligned_table_with_shares_and_p_value(checkout):
     # Given 30 and 70 subjects under a 50/50 split (scipy.stats.chisquare: p = 6.334e-05)
-    store(checkout, {"control": 30, "Green": 70})
+    variant_counts_store(checkout, {"control": 30, "Green": 70})
 
     # When reported
     output = report("checkout-button")
@@ -73,7 +64,7 @@ def test_report__imbalanced_cohort__aligned_table_with_shares_and_p_value(checko
 
 
 def test_report__json_format__machine_readable_with_the_same_numbers(checkout):
-    store(checkout, {"control": 30, "Green": 70})
+    variant_counts_store(checkout, {"control": 30, "Green": 70})
 
     body = report_json("CHECKOUT-BUTTON")
 
@@ -142,7 +133,7 @@ def test_report__cohort_without_assignments__observed_and_p_value_not_available(
 
 def test_report__subjects_in_a_zero_split_variant__p_value_zero(db):
     experiment = ExperimentFactory(key="paused", splits=[("control", 0.5), ("b", 0.5), ("off", 0.0)])
-    store(experiment, {"control": 50, "b": 49, "off": 1})
+    variant_counts_store(experiment, {"control": 50, "b": 49, "off": 1})
 
     lines = report("paused").splitlines()
     body = report_json("paused")
@@ -155,7 +146,7 @@ def test_report__subjects_in_a_zero_split_variant__p_value_zero(db):
 
 def test_report__zero_split_variant_unused__does_not_count_as_a_degree_of_freedom(db):
     experiment = ExperimentFactory(key="paused", splits=[("control", 0.5), ("b", 0.5), ("off", 0.0)])
-    store(experiment, {"control": 30, "b": 70})
+    variant_counts_store(experiment, {"control": 30, "b": 70})
 
     cohort = report_json("paused")["cohorts"][0]
 
@@ -199,7 +190,7 @@ def test_report__assignments_to_a_variant_the_record_lacks__listed_last_as_unexp
     # Given a variant stored outside the configuration flow, absent from cohort 1's splits record
     experiment = ExperimentFactory(key="drifted")
     Variant.objects.create(experiment=experiment, key="Stray", position=2, split=0.0)
-    store(experiment, {"control": 5, "treatment": 5, "Stray": 1})
+    variant_counts_store(experiment, {"control": 5, "treatment": 5, "Stray": 1})
 
     cohort = report_json("drifted")["cohorts"][0]
 
@@ -211,7 +202,7 @@ def test_report__assignments_to_a_variant_the_record_lacks__listed_last_as_unexp
 
 def test_report__cohort_without_splits_record__expected_and_p_value_not_available(db):
     experiment = ExperimentFactory(key="unrecorded")
-    store(experiment, {"control": 3, "treatment": 4}, cohort=2)
+    variant_counts_store(experiment, {"control": 3, "treatment": 4}, cohort=2)
 
     lines = report("unrecorded").splitlines()
 
@@ -221,14 +212,14 @@ def test_report__cohort_without_splits_record__expected_and_p_value_not_availabl
 
 def test_report__single_variant_cohort__p_value_one(db):
     experiment = ExperimentFactory(key="rollout", splits=[("control", 0.0), ("new", 1.0)])
-    store(experiment, {"new": 10})
+    variant_counts_store(experiment, {"new": 10})
 
     assert report_json("rollout")["cohorts"][0]["srm_p_value"] == 1.0
 
 
 def test_report__ended_experiment__status_in_header(db):
     experiment = ExperimentFactory(key="old-test", status=Experiment.Status.ENDED)
-    store(experiment, {"control": 1, "treatment": 2})
+    variant_counts_store(experiment, {"control": 1, "treatment": 2})
 
     assert report("old-test").splitlines()[0] == "experiment old-test (ended): 3 assignments"
 
@@ -265,7 +256,7 @@ def test_experiment_report__many_cohorts_and_variants__three_queries(demo_config
 @pytest.mark.django_db(transaction=True)
 def test_report_process__known_and_unknown__exit_codes_and_output_streams(checkout):
     # Given committed assignments
-    store(checkout, {"control": 30, "Green": 70})
+    variant_counts_store(checkout, {"control": 30, "Green": 70})
     env = {**os.environ, "DATABASE_URL": database_url_for_tests(), "SECRET_KEY": "report-tests"}
 
     def run(*args: str) -> subprocess.CompletedProcess:

@@ -13,6 +13,7 @@ from assignments.console.reports import experiment_report
 from assignments.data.deleting import DeleteRefused, assignments_delete
 from assignments.models import Assignment, AssignmentCount, Experiment
 from tests.factories import ExperimentFactory
+from tests.helpers.assignments import assignments_bulk_store
 from tests.helpers.commands import command_output
 from tests.helpers.processes import (
     CLOSED_STDOUT_MESSAGE,
@@ -30,17 +31,7 @@ def experiment(key: str, status: str) -> Experiment:
 
 def store(experiment: Experiment, count: int, *, cohort: int = 1, prefix: str = "s") -> None:
     """count assignments of the experiment, cycling through its variants and the four sources."""
-    variants = list(experiment.variants.order_by("position"))
-    Assignment.objects.bulk_create(
-        Assignment(
-            experiment=experiment,
-            subject_id=f"{prefix}{index}",
-            variant=variants[index % len(variants)],
-            cohort=cohort,
-            source=SOURCES[index % len(SOURCES)],
-        )
-        for index in range(count)
-    )
+    assignments_bulk_store(experiment, count, prefix=prefix, cohort=cohort, sources=SOURCES)
 
 
 def delete(*args: str) -> str:

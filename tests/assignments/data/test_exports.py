@@ -11,11 +11,12 @@ import os
 import pytest
 from django.core.management import CommandError, call_command
 
-from assignments.models import Assignment, Experiment
+from assignments.models import Assignment
 from core.exports import CHUNK_SIZE, atomic_output, streaming_read, time_ordered
 from tests.factories import AssignmentFactory
+from tests.helpers.assignments import assignments_bulk_store
 from tests.helpers.commands import command_streams
-from tests.helpers.exports import CursorProbe, csv_rows
+from tests.helpers.exports import SINCE_CASES, SINCE_ROWS, CursorProbe, csv_rows
 from tests.helpers.processes import run_manage, run_manage_piped_to_head
 
 HEADER = ["experiment_id", "subject_id", "variant_id", "cohort", "created_at", "source"]
@@ -37,21 +38,6 @@ AWKWARD_SUBJECT_IDS = [
 
 def export(*args: str) -> tuple[str, str]:
     return command_streams("export_assignments", *args)
-
-
-def bulk_assign(experiment: Experiment, count: int, *, start: dt.datetime = T0, prefix: str = "s") -> None:
-    """count assignments a second apart, alternating over the experiment's variants."""
-    variants = list(experiment.variants.order_by("position"))
-    Assignment.objects.bulk_create(
-        Assignment(
-            experiment=experiment,
-            subject_id=f"{prefix}{index:06d}",
-            variant=variants[index % len(variants)],
-            cohort=1,
-            created_at=start + dt.timedelta(seconds=index),
-        )
-        for index in range(count)
-    )
 
 
 def test_export__csv_default__header_then_rows_by_resource_id_in_time_order(checkout):
@@ -231,24 +217,14 @@ def test_export__no_assignments__csv_header_only_and_jsonl_empty(checkout):
 @pytest.mark.parametrize(
     ("since", "expected"),
     [
-        ("2026-11-01", ["before", "at-10:00", "at-11:00", "next-day"]),
-        ("2026-11-01T10:00:00Z", ["at-10:00", "at-11:00", "next-day"]),
+        *SINCE_CASES,
         ("2026-11-01T11:00:00Z", ["at-11:00", "next-day"]),
-        ("2026-11-01T11:00:00", ["at-11:00", "next-day"]),
-        ("2026-11-01T12:00:00+01:00", ["at-11:00", "next-day"]),
         ("2026-11-01T10:00:00.000001+00:00", ["at-11:00", "next-day"]),
-        ("2026-11-02", ["next-day"]),
-        ("2030-01-01", []),
     ],
 )
 def test_export__since__keeps_assignments_made_at_or_after_it(checkout, since, expected):
-    # Given assignments at 09:59:59, 10:00, 11:00 UTC on 1 November and 00:00 on the 2nd
-    for subject_id, moment in [
-        ("before", T0 - dt.timedelta(seconds=1)),
-        ("at-10:00", T0),
-        ("at-11:00", T0 + dt.timedelta(hours=1)),
-        ("next-day", dt.datetime(2026, 11, 2, tzinfo=dt.UTC)),
-    ]:
+    # Given assignments just before 10:00, at 10:00 and 11:00 UTC on 1 November and at 00:00 on the 2nd
+    for subject_id, moment in SINCE_ROWS:
         AssignmentFactory(experiment=checkout, subject_id=subject_id, created_at=moment)
 
     stdout, _ = export("--experiment", "checkout-button", "--since", since)
@@ -341,7 +317,7 @@ def test_export__many_rows_on_postgresql__streamed_through_a_server_side_cursor_
     # Given more assignments than one fetch holds, committed (no test transaction around the command)
     row_count = 5000
     assert row_count > 2 * CHUNK_SIZE
-    bulk_assign(checkout, row_count)
+    assignments_bulk_store(checkout, row_count, start=T0)
     probe = CursorProbe()
 
     # When exported in autocommit mode, as from the command line (JSON Lines: the first write is a row)
@@ -349,12 +325,9 @@ def test_export__many_rows_on_postgresql__streamed_through_a_server_side_cursor_
 
     # Then the rows came through an open server-side cursor over the assignments, one not declared
     # WITH HOLD (PostgreSQL would materialise that whole result before sending the first row)
-    assert probe.cursors is not None
-    assignment_cursors = [(statement, holdable) for statement, holdable in probe.cursors if "assignment" in statement]
-    assert len(assignment_cursors) == 1
-    assert assignment_cursors[0][1] is False
+    assert probe.held("assignment") is False
     # And every row arrived, in time order
-    objects = [json.loads(line) for line in probe.getvalue().splitlines()]
+    objects = probe.json_lines()
     assert [obj["subject_id"] for obj in objects] == [f"s{index:06d}" for index in range(row_count)]
     assert objects[-1]["created_at"] == "2026-11-01T11:23:19.000000Z"
 
@@ -362,7 +335,7 @@ def test_export__many_rows_on_postgresql__streamed_through_a_server_side_cursor_
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_export__many_rows_since__only_the_later_ones(checkout):
-    bulk_assign(checkout, 5000)
+    assignments_bulk_store(checkout, 5000, start=T0)
 
     stdout, _ = export("--experiment", "checkout-button", "--since", "2026-11-01T11:00:00Z", "--format", "jsonl")
 
@@ -375,7 +348,7 @@ def test_export__many_rows_since__only_the_later_ones(checkout):
 @pytest.mark.django_db(transaction=True)
 def test_export_process__success_and_failures__exit_codes_and_stdout_holds_only_data(checkout, tmp_path):
     # Given committed assignments
-    bulk_assign(checkout, 3)
+    assignments_bulk_store(checkout, 3, start=T0)
 
     # When the command runs as a process: to stdout, to a file, for an unknown experiment, with a bad --since
     to_stdout = run_manage("export_assignments", "--experiment", "checkout-button")
@@ -409,7 +382,7 @@ def test_export_process__success_and_failures__exit_codes_and_stdout_holds_only_
 @pytest.mark.parametrize("export_format", ["csv", "jsonl"])
 def test_export_process__piped_to_head__stops_quietly_exit_0(checkout, export_format):
     # Given far more rows than a pipe buffers
-    bulk_assign(checkout, 5000)
+    assignments_bulk_store(checkout, 5000, start=T0)
 
     # When the reader takes the first lines and goes away: `export_assignments ... | head -3`, under pipefail
     result = run_manage_piped_to_head(

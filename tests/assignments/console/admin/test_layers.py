@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from assignments.configuration.export import resource_document
 from assignments.models import Cohort, Experiment, Layer, ResourceChange
 from tests.factories import AssignmentFactory
-from tests.helpers.admin import edit, errors_of, inline_text, table_rows, text_of, words_of
+from tests.helpers.admin import assert_field_error, edit, errors_of, inline_text, table_rows, text_of, words_of
 from tests.helpers.assignments import reference_slot
 from tests.helpers.browser import form_fields
 from tests.helpers.resources import apply_resources, experiment, in_layer, layer, subject_type
@@ -98,9 +98,7 @@ def test_experiment_page__slots_invalid__error_on_the_field_and_nothing_changed(
 
     response = edit(staff_client, checkout_flow["button"], **changes)
 
-    assert response.status_code == 200
-    errors = response.context["adminform"].form.errors
-    assert any(message in error for error in errors.get(field, [])), errors
+    assert_field_error(response, field, message)
     assert stored("button") == before
 
 
@@ -253,9 +251,7 @@ def test_layer_edit__rule_broken__error_on_the_field_and_nothing_changed(
 
     response = edit(staff_client, flow, **changes)
 
-    assert response.status_code == 200
-    errors = response.context["adminform"].form.errors
-    assert any(message in error for error in errors.get(field, [])), errors
+    assert_field_error(response, field, message)
     assert (resource_document(Layer.objects.get(pk=flow.pk)), ResourceChange.objects.count()) == before
 
 

@@ -14,7 +14,7 @@ from django.core.management import call_command
 from assignments.configuration.export import resource_document
 from assignments.models import Cohort, Experiment, ResourceChange, SubjectType, Variant
 from tests.factories import AssignmentFactory
-from tests.helpers.admin import ATTRIBUTES, GATED, apply_experiment, change_url, edit, errors_of
+from tests.helpers.admin import ATTRIBUTES, GATED, apply_experiment, assert_field_error, change_url, edit, errors_of
 from tests.helpers.browser import form_fields
 from tests.helpers.resources import apply_resources, experiment, split_variants, subject_type
 
@@ -435,7 +435,5 @@ def test_admin_edit__gate_invalid__error_on_its_field_and_nothing_changed(staff_
 
     response = edit(staff_client, gated, **changes)
 
-    assert response.status_code == 200
-    errors = response.context["adminform"].form.errors
-    assert any(message in error for error in errors.get(field, [])), errors
+    assert_field_error(response, field, message)
     assert stored(gated) == before
