@@ -194,7 +194,8 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],
+        # The admin templates every app's pages share (core/templates/admin/).
+        "DIRS": [BASE_DIR / "core" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [

@@ -7,6 +7,7 @@ resources.py reads every kind of resource with them.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,6 +135,13 @@ class Reader:
         for name in sorted(set(value) - allowed, key=str):
             self.error(f"{path}.{name}" if path else str(name), f"unknown field; allowed: {', '.join(sorted(allowed))}")
         return value
+
+    def mappings(self, items: list, path: str, allowed: set[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Each item of a list of mappings (`spec.variants`), with its path (`spec.variants.0`); an item that is
+        no mapping, or has an unknown field, is said so and comes as the part of it that can be read."""
+        for index, item in enumerate(items):
+            item_path = f"{path}.{index}"
+            yield item_path, self.mapping(item, item_path, allowed)
 
     def string(self, data: dict, name: str, path: str, *, default: str | None = None) -> str | None:
         value = data.get(name, default)

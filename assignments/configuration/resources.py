@@ -176,9 +176,7 @@ def _read_variants(reader: Reader, value: Any) -> tuple[VariantSpec, ...]:
         reader.error("spec.variants", f"must have at least {MIN_VARIANTS} variants")
     variants = []
     seen: set[str] = set()
-    for index, item in enumerate(value):
-        path = f"spec.variants.{index}"
-        data = reader.mapping(item, path, VARIANT_FIELDS)
+    for path, data in reader.mappings(value, "spec.variants", VARIANT_FIELDS):
         key = reader.resource_id(data, "id", path)
         control = data.get("control", False)
         if not isinstance(control, bool):
@@ -224,9 +222,7 @@ def _read_attributes(reader: Reader, value: Any) -> tuple[tuple[str, str], ...]:
         reader.error("spec.attributes", f"must have at most {gates.MAX_ATTRIBUTES} attributes, has {len(value)}")
     attributes = []
     seen: set[str] = set()
-    for index, item in enumerate(value):
-        path = f"spec.attributes.{index}"
-        data = reader.mapping(item, path, ATTRIBUTE_FIELDS)
+    for path, data in reader.mappings(value, "spec.attributes", ATTRIBUTE_FIELDS):
         name = data.get("name")
         if not gates.is_attribute_name(name):
             reader.wrong(f"{path}.name", name, f"a name matching {gates.ATTRIBUTE_NAME_PATTERN}")
