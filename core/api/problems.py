@@ -15,13 +15,18 @@ PROBLEM_CONTENT_TYPE = "application/problem+json"
 class ProblemError(Exception):
     """A domain failure that the API answers as problem+json.
 
-    Subclasses name the status, the stable `code` clients branch on, and a title;
+    Subclasses name the status, the stable `code` clients branch on, and a title, in their header;
     `extra` adds members such as `experiment_status`.
     """
 
     status = 400
     code = "invalid_request"
     title = "Invalid request"
+
+    def __init_subclass__(cls, *, status: int, code: str, title: str, **kwargs: Any) -> None:
+        """A subclass names its answer in its header: `class Gone(ProblemError, status=410, code=..., title=...)`."""
+        super().__init_subclass__(**kwargs)
+        cls.status, cls.code, cls.title = status, code, title
 
     def __init__(self, detail: str, **extra: Any) -> None:
         super().__init__(detail)
