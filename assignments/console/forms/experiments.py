@@ -17,7 +17,7 @@ from django.utils.html import format_html, format_html_join
 from assignments import gates
 from assignments.configuration.layers import ranges_text
 from assignments.configuration.resources import ResourceProblem
-from assignments.console.forms.resources import NOT_SAVED, ResourceForm, id_field, model_fields
+from assignments.console.forms.resources import NOT_SAVED, ResourceForm, declared_fields_only, id_field
 from assignments.console.population_text import percent_text
 from assignments.console.reports import experiment_assignments_total
 from assignments.models import Experiment, Lab, Layer, SubjectType, Variant
@@ -180,10 +180,7 @@ class ExperimentForm(ResourceForm):
     # Asked for, and then shown, only when a save would lower the coverage of a running experiment.
     confirm_coverage = forms.BooleanField(label="Yes, lower the coverage", required=False, widget=forms.HiddenInput)
 
-    class Meta:
-        model = Experiment
-        fields: list[str] = []
-        exclude = model_fields(Experiment)
+    Meta = declared_fields_only(Experiment)
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -341,10 +338,7 @@ class VariantForm(forms.ModelForm):
     # assignment in memory, millions of rows; the service asks the database whether one exists.
     remove = forms.BooleanField(required=False, help_text="Only a variant without assignments can be removed.")
 
-    class Meta:
-        model = Variant
-        fields: list[str] = []
-        exclude = model_fields(Variant)  # noqa: DJ006 - every model field: the service writes, not the form
+    Meta = declared_fields_only(Variant)
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -7,7 +7,7 @@ from typing import Any
 from django import forms
 
 from assignments.configuration import holdouts
-from assignments.console.forms.resources import ResourceForm, model_fields
+from assignments.console.forms.resources import ResourceForm, declared_fields_only
 from assignments.models import Experiment, Holdout, Lab, SubjectType
 
 SCOPE_NONE, SCOPE_LABS = "", "labs"
@@ -63,10 +63,7 @@ class HoldoutForm(ResourceForm):
         label="Scope's labs",
     )
 
-    class Meta:
-        model = Holdout
-        fields: list[str] = []
-        exclude = model_fields(Holdout)
+    Meta = declared_fields_only(Holdout)
 
     def initial_from(self, document: dict) -> dict:
         metadata, spec = document["metadata"], document["spec"]

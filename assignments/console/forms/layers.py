@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
-from assignments.console.forms.resources import ResourceForm, model_fields
+from assignments.console.forms.resources import ResourceForm, declared_fields_only
 from assignments.models import Layer, SubjectType
 
 
@@ -24,10 +24,7 @@ class LayerForm(ResourceForm):
         "once an experiment of the layer has assignments.",
     )
 
-    class Meta:
-        model = Layer
-        fields: list[str] = []
-        exclude = model_fields(Layer)
+    Meta = declared_fields_only(Layer)
 
     def initial_from(self, document: dict) -> dict:
         spec = document["spec"]

@@ -16,8 +16,10 @@ VARIANT_FIELDS = {"id": "key", "name": "name", "description": "description", "co
 NOT_SAVED = "Nothing was saved: correct the errors shown on this page."
 
 
-def model_fields(model) -> list[str]:
-    return [field.name for field in model._meta.concrete_fields]
+def declared_fields_only(model) -> type:
+    """A ModelForm's Meta for `model` that excludes every model field: the form holds its declared fields
+    only, and the service, not the form, writes the model (the module's docstring says why)."""
+    return type("Meta", (), {"model": model, "fields": [], "exclude": [f.name for f in model._meta.concrete_fields]})
 
 
 def id_field() -> forms.CharField:
@@ -141,10 +143,7 @@ class SubjectTypeForm(ResourceForm):
 
     status = forms.ChoiceField(choices=SubjectType.Status.choices, initial=SubjectType.Status.ACTIVE)
 
-    class Meta:
-        model = SubjectType
-        fields: list[str] = []
-        exclude = model_fields(SubjectType)  # noqa: DJ006 - every model field: the service writes, not the form
+    Meta = declared_fields_only(SubjectType)
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -193,7 +192,4 @@ class SubjectTypeForm(ResourceForm):
 class LabForm(ResourceForm):
     kind = "lab"
 
-    class Meta:
-        model = Lab
-        fields: list[str] = []
-        exclude = model_fields(Lab)  # noqa: DJ006 - every model field: the service writes, not the form
+    Meta = declared_fields_only(Lab)
