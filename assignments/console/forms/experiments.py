@@ -88,6 +88,15 @@ def targeting_where(path: str) -> str:
     return ", ".join(words)
 
 
+def instant_field(label: str, meaning: str) -> forms.CharField:
+    """An optional instant, typed as the export writes it: ISO 8601 with an offset, shown in UTC."""
+    return forms.CharField(
+        label=label,
+        required=False,
+        help_text=f"ISO 8601 with an offset, such as 2026-12-01T09:00:00+01:00 (Z for UTC); shown in UTC. {meaning}",
+    )
+
+
 class ExperimentForm(ResourceForm):
     """The experiment's own fields; its variants come from VariantFormSet, which applies both together."""
 
@@ -137,17 +146,10 @@ class ExperimentForm(ResourceForm):
         help_text="A new subject takes the variant of the earliest assigned identifier linked to it "
         "(at most 4 links away) instead of a hashed one. Applies to new assignments only.",
     )
-    enrollment_start_at = forms.CharField(
-        label="Enrollment start",
-        required=False,
-        help_text="ISO 8601 with an offset, such as 2026-12-01T09:00:00+01:00 (Z for UTC); shown in UTC. "
-        "Subjects enter from this instant on. Blank: no start.",
-    )
-    enrollment_stop_at = forms.CharField(
-        label="Enrollment stop",
-        required=False,
-        help_text="As the start; from this instant on no new subject enters (stored ones are still answered). "
-        "Blank: no stop.",
+    enrollment_start_at = instant_field("Enrollment start", "Subjects enter from this instant on. Blank: no start.")
+    enrollment_stop_at = instant_field(
+        "Enrollment stop",
+        "From this instant on no new subject enters (stored ones are still answered). Blank: no stop.",
     )
     # Not named holdouts: the admin's checks would take it for the model's many-to-many field, which it
     # cannot show because that has a through model.
