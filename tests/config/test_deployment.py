@@ -2,41 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 from django.test import Client, override_settings
 
-from tests.helpers import PROJECT_DIR
-
-PRODUCTION_ENV = {
-    "DEBUG": "false",
-    "SECRET_KEY": "k" * 20 + "production-like-secret-key-for-the-deploy-check-0123456789",
-    "DATABASE_URL": "postgres://app@db.internal:5432/assignments",
-    "ALLOWED_HOSTS": "api.example.com",
-}
-TLS_ENV = {
-    "SECURE_SSL_REDIRECT": "true",
-    "SECURE_HSTS_SECONDS": "31536000",
-    "SECURE_HSTS_INCLUDE_SUBDOMAINS": "true",
-    "SECURE_HSTS_PRELOAD": "true",
-    "TRUST_X_FORWARDED_PROTO": "true",
-}
-
-
-def check_deploy(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    clean = {key: value for key, value in os.environ.items() if not key.startswith(("SECURE_", "TRUST_", "DJANGO_"))}
-    return subprocess.run(
-        [sys.executable, "manage.py", "check", "--deploy", *args],
-        cwd=PROJECT_DIR,
-        env={**clean, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+from tests.helpers.processes import PRODUCTION_ENV, TLS_ENV, check_deploy
 
 
 def test_check_deploy__production_defaults__passes_leaving_only_the_tls_decisions():

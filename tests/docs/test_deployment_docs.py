@@ -13,7 +13,7 @@ import pytest
 from django.db import connection
 
 from tests.helpers import PROJECT_DIR
-from tests.helpers.processes import manage_env, manage_run
+from tests.helpers.processes import PRODUCTION_ENV, check_deploy, manage_env, manage_run
 
 DEPLOY = PROJECT_DIR / "docs" / "how-to" / "deploy.md"
 PROXY = PROJECT_DIR / "docs" / "how-to" / "proxy.md"
@@ -114,3 +114,19 @@ def test_proxy_doc__token_step_run_twice__token_kept_once_and_the_rerun_changes_
     second = run()
     assert second.returncode == 0, second.stderr
     assert token.read_text() == kept
+
+
+def deploy_check_warnings() -> set[str]:
+    """The warnings deploy.md's step 3 says `check --deploy` lists."""
+    text = DEPLOY.read_text(encoding="utf-8")
+    step = text[text.index("**3. Check the settings**") : text.index("\n## ", text.index("**3. Check the settings**"))]
+    return set(re.findall(r"`(security\.W\d+)`", step))
+
+
+def test_deploy_doc__check_deploy_warnings__those_it_prints_with_a_weak_key_and_without_tls():
+    # Given production's settings with a weak secret key, as a first deployment may have
+    printed = check_deploy({**PRODUCTION_ENV, "SECRET_KEY": "change-me"})
+
+    # Then the page names every warning `check --deploy` prints, and no other
+    assert printed.returncode == 0, printed.stderr
+    assert set(re.findall(r"\((security\.W\d+)\)", printed.stderr)) == deploy_check_warnings()

@@ -146,3 +146,32 @@ def run_manage_stderr_on_terminal(*args: str) -> TerminalRun:
         reader.join(timeout=10)
         os.close(master)
     return TerminalRun(returncode=process.returncode, stdout=stdout, terminal=b"".join(received))
+
+
+# An environment as production sets it: no TLS decisions taken yet.
+PRODUCTION_ENV = {
+    "DEBUG": "false",
+    "SECRET_KEY": "k" * 20 + "production-like-secret-key-for-the-deploy-check-0123456789",
+    "DATABASE_URL": "postgres://app@db.internal:5432/assignments",
+    "ALLOWED_HOSTS": "api.example.com",
+}
+TLS_ENV = {
+    "SECURE_SSL_REDIRECT": "true",
+    "SECURE_HSTS_SECONDS": "31536000",
+    "SECURE_HSTS_INCLUDE_SUBDOMAINS": "true",
+    "SECURE_HSTS_PRELOAD": "true",
+    "TRUST_X_FORWARDED_PROTO": "true",
+}
+
+
+def check_deploy(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    """`manage.py check --deploy` in an environment of these variables, none of the security ones inherited."""
+    clean = {key: value for key, value in os.environ.items() if not key.startswith(("SECURE_", "TRUST_", "DJANGO_"))}
+    return subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", *args],
+        cwd=PROJECT_DIR,
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
