@@ -27,9 +27,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from core.database import json_text
-from idlinks.storage import walk_params as link_walk_params
-from idlinks.walk import MAX_DEPTH, MAX_LINK_ROWS, Budget, Node, neighbours_of, walk_from
+from idlinks.walk import MAX_LINK_ROWS, Budget, Node, neighbours_of, walk_from
 
 # (experiment pk, subject type pk, subject ID): a new subject of an experiment that follows links.
 Asked = tuple[int, int, str]
@@ -54,22 +52,6 @@ class Carried:
     variants: dict[tuple[int, str], int]
     # The (experiment pk, subject ID) pairs whose walk a bound of the request's work stopped.
     bounded: frozenset[tuple[int, str]]
-
-
-def walk_params(asked: Sequence[Asked]) -> dict:
-    """The parameters of the walk's statement (storage.assignments_link_graph) for these subjects: the
-    link walk's from their identifiers, and the (experiment pk, subject type pk) pairs whose assignments
-    it reads."""
-    return graph_params(
-        starts={(type_pk, subject_id) for _, type_pk, subject_id in asked},
-        following={(pk, type_pk) for pk, type_pk, _ in asked},
-    )
-
-
-def graph_params(*, starts: Iterable[Node], following: Iterable[tuple[int, int]]) -> dict:
-    """The parameters of the walk's statement: links within MAX_DEPTH links of the starts, and the
-    assignments there in the (experiment pk, subject type pk) pairs `following` names."""
-    return {**link_walk_params(starts=starts, depth=MAX_DEPTH), "following": json_text(sorted(following))}
 
 
 def link_graph(rows: Iterable[tuple]) -> LinkGraph:

@@ -21,7 +21,7 @@ from typing import NamedTuple
 from django.db import connection
 from django.utils.dateparse import parse_datetime
 
-from assignments.linking import Asked, LinkGraph, link_graph, walk_params
+from assignments.linking import Asked, LinkGraph, link_graph
 from assignments.storage_citus import (
     Shards,
     Stored,
@@ -32,7 +32,7 @@ from assignments.storage_citus import (
     citus_store,
 )
 from core.database import json_text, statement_cursor
-from idlinks.storage import citus_links_within, link_walk_sql
+from idlinks.storage import citus_links_within, link_walk_sql, walk_params
 from idlinks.walk import MAX_DEPTH, Node
 
 TABLE = "assignments_assignment"
@@ -244,6 +244,15 @@ def _citus_link_graph(cursor, starts: set[Node], following: dict[int, int]) -> L
     return link_graph(rows)
 
 
+def link_graph_params(asked: Sequence[Asked]) -> dict:
+    """The parameters of POSTGRES_LINK_GRAPH and SQLITE_LINK_GRAPH for these subjects: idlinks' walk from their
+    identifiers, and the (experiment pk, subject type pk) pairs whose assignments it reads."""
+    return {
+        **walk_params(starts={(type_pk, subject_id) for _, type_pk, subject_id in asked}, depth=MAX_DEPTH),
+        "following": json_text(sorted({(pk, type_pk) for pk, type_pk, _ in asked})),
+    }
+
+
 def assignments_link_graph(*, asked: Sequence[Asked]) -> LinkGraph:
     """The links around these new subjects of experiments that follow links, and the assignments
     the identifiers there have in those experiments (assignments/linking.py); one statement for
@@ -253,9 +262,9 @@ def assignments_link_graph(*, asked: Sequence[Asked]) -> LinkGraph:
             starts = {(type_pk, subject_id) for _, type_pk, subject_id in asked}
             return _citus_link_graph(cursor, starts, {pk: type_pk for pk, type_pk, _ in asked})
         if connection.vendor == "postgresql":
-            cursor.execute(POSTGRES_LINK_GRAPH, walk_params(asked))
+            cursor.execute(POSTGRES_LINK_GRAPH, link_graph_params(asked))
             return link_graph(cursor.fetchall())
-        cursor.execute(SQLITE_LINK_GRAPH, walk_params(asked))
+        cursor.execute(SQLITE_LINK_GRAPH, link_graph_params(asked))
         # SQLite hands times back as text.
         return link_graph((*row[:6], row[6] and parse_datetime(row[6])) for row in cursor.fetchall())
 

@@ -46,13 +46,14 @@ import psycopg
 
 from assignments.gates import OUTSIDE_COVERAGE, Gates, covered_variant
 from assignments.hashing import Allocation
-from assignments.linking import link_graph, linked_first, walk_params
+from assignments.linking import link_graph, linked_first
 from assignments.storage import (
     FETCH,
     POSTGRES_HEAD_CATALOG,
     POSTGRES_HEAD_EXPERIMENT,
     POSTGRES_INSERT,
     POSTGRES_LINK_GRAPH,
+    link_graph_params,
 )
 from assignments.storage_citus import CITUS_COPY, Shards, citus_fetch_rows, citus_store
 from bench.exclusions import excluded_expected, exclusions_problem
@@ -338,7 +339,7 @@ def pairs_store(
     following = [(pk, by_pk[pk].subject_type_pk, subject_id) for pk, subject_id in entering if by_pk[pk].follow_links]
     linked: Stored = {}
     if following:
-        graph = link_graph(connection.execute(POSTGRES_LINK_GRAPH, walk_params(following)))
+        graph = link_graph(connection.execute(POSTGRES_LINK_GRAPH, link_graph_params(following)))
         linked = linked_first(following, graph).variants
     rows = []
     for pk, subject_id in entering:

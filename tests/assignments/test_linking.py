@@ -18,11 +18,11 @@ from django.utils import timezone
 from hypothesis import given
 from hypothesis import strategies as st
 
-from assignments.linking import MAX_DEPTH, MAX_LINK_ROWS, Carried, LinkGraph, link_graph, linked_first
+from assignments.linking import Carried, LinkGraph, link_graph, linked_first
 from assignments.models import Assignment, SubjectType
 from assignments.storage_citus import assignments_distributed
 from idlinks.models import IdentifierLink
-from idlinks.walk import MAX_IDENTIFIERS, MAX_VISITS
+from idlinks.walk import MAX_DEPTH, MAX_IDENTIFIERS, MAX_LINK_ROWS, MAX_VISITS
 from tests.helpers import resources
 from tests.helpers.assignments import assigned_store, reference_variant
 from tests.helpers.idlinks import component_store, link, links_store
