@@ -1,5 +1,5 @@
 """What holdouts and layers share: each groups experiments of one subject type under a salt of its own, and
-refuses the same things in the same words.
+refuses the same things the same way.
 
 A holdout covers experiments (gate 2) and a layer holds them (gate 3); both draw
 each subject with their own salt, and both require their experiments to be of their
