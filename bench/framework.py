@@ -68,7 +68,7 @@ WITHOUT = {
 }
 HEALTH_CHECK_MIDDLEWARE = "core.healthz.HealthCheckMiddleware"
 SERVICE = "service (config.wsgi)"
-# Django's handler alone, every request through settings.MIDDLEWARE: the service before core/handlers.py.
+# Django's handler alone, every request through settings.MIDDLEWARE: the service before core/wsgi_handlers.py.
 ONE_CHAIN = "every request through every middleware"
 OWN_WORK = "the service's own functions alone (no Django handler, DRF or middleware)"
 MINIMAL = "minimal app"
@@ -303,7 +303,7 @@ def _measure(
 
 def _table(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
     """Each variant beside Django's handler with every middleware: what the service was before its API chain
-    and fast path (core/handlers.py, core/api/fastpath.py), and the base every other variant leaves layers off."""
+    and fast path (core/wsgi_handlers.py, core/api/fastpath.py), and the base every other variant leaves layers off."""
     header = [
         "scenario",
         "variant",

@@ -139,7 +139,7 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
 ]
 # API requests (core.api.paths.is_api_request) go through a handler of their own
-# (core/handlers.py) with these left out, each of which does nothing for them: /healthz is no API
+# (core/wsgi_handlers.py) with these left out, each of which does nothing for them: /healthz is no API
 # route; static files are not either; the connection check, sessions, users and messages are the
 # staff console's; every API view is exempt from CSRF, which then only reads the csrftoken cookie
 # (and would send a new one back when that is malformed); axes acts on a refused sign-in only.

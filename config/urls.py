@@ -22,7 +22,7 @@ urlpatterns = [
     re_path(r"^api/docs/?$", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]
 
-handler404 = "core.api.handlers.not_found"
-handler500 = "core.api.handlers.server_error"
-handler400 = "core.api.handlers.bad_request"
-handler403 = "core.api.handlers.permission_denied"
+handler404 = "core.api.error_views.not_found"
+handler500 = "core.api.error_views.server_error"
+handler400 = "core.api.error_views.bad_request"
+handler403 = "core.api.error_views.permission_denied"

@@ -17,4 +17,4 @@ class AdminOnlyApi(APIView):
 
 
 urlpatterns = [*service_urlpatterns, path("test-admin-only", AdminOnlyApi.as_view())]
-handler404 = "core.api.handlers.not_found"
+handler404 = "core.api.error_views.not_found"

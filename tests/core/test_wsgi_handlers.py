@@ -1,4 +1,4 @@
-"""The WSGI application (config.wsgi, core/handlers.py): an API request through the API's shorter middleware
+"""The WSGI application (config.wsgi, core/wsgi_handlers.py): an API request through the API's shorter middleware
 chain is answered exactly as through every middleware; every other request still goes through every one."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
 
-from core.handlers import ApiHandler
+from core.wsgi_handlers import ApiHandler
 from tests.helpers.database import database_options_kept
 from tokens.models import Role
 from tokens.services import api_token_create
