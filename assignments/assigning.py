@@ -317,25 +317,16 @@ def _winner_reason(
     return state.gates.targeting_reason(attributes)
 
 
-def _names(ids: list[str]) -> str:
-    return ", ".join(repr(experiment_id) for experiment_id in ids)
-
-
 def _not_found(unknown: list[str]) -> ExperimentNotFound:
     """The 404 for IDs that name no experiment, saying of each that names a holdout that it is one."""
-    detail = (
-        f"No experiment has the ID {_names(unknown)}."
-        if len(unknown) == 1
-        else (f"No experiments have the IDs {_names(unknown)}.")
-    )
+    names = ", ".join(map(repr, unknown))
+    detail = f"No experiment has the ID {names}." if len(unknown) == 1 else f"No experiments have the IDs {names}."
     holdouts = holdouts_named(unknown)
-    if len(holdouts) == 1:
+    if holdouts:
+        one = len(holdouts) == 1
         detail += (
-            f" {_names(holdouts)} is a holdout: ask for the experiments it covers, which it holds subjects out of."
-        )
-    elif holdouts:
-        detail += (
-            f" {_names(holdouts)} are holdouts: ask for the experiments they cover, which they hold subjects out of."
+            f" {', '.join(map(repr, holdouts))} {'is a holdout' if one else 'are holdouts'}: ask for the experiments "
+            f"{'it covers, which it holds' if one else 'they cover, which they hold'} subjects out of."
         )
     return ExperimentNotFound(detail)
 

@@ -307,13 +307,13 @@ def subject_types_active(type_ids: dict[str, str]) -> dict[str, SubjectType]:
 
 
 def holdouts_named(experiment_ids: list[str]) -> list[str]:
-    """Those of these IDs (as given) that name a holdout, ignoring case: asked only for IDs that name no
-    experiment, to tell the caller why."""
-    wanted = {experiment_id.lower(): experiment_id for experiment_id in experiment_ids if is_resource_id(experiment_id)}
-    found = (
+    """Those of these IDs that name a holdout, ignoring case, as given and in their order: asked only for IDs
+    that name no experiment, to tell the caller why."""
+    wanted = {experiment_id.lower() for experiment_id in experiment_ids if is_resource_id(experiment_id)}
+    found = set(
         Experiment.objects.filter(kind=Experiment.Kind.HOLDOUT)
-        .alias(lkey=Lower("key"))
+        .annotate(lkey=Lower("key"))
         .filter(lkey__in=wanted)
-        .values_list("key", flat=True)
+        .values_list("lkey", flat=True)
     )
-    return [wanted[key.lower()] for key in found]
+    return [experiment_id for experiment_id in experiment_ids if experiment_id.lower() in found]

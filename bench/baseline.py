@@ -41,7 +41,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-import orjson
 import psycopg
 
 from assignments.gates import OUTSIDE_COVERAGE, Gates, covered_variant
@@ -59,6 +58,7 @@ from assignments.storage_citus import CITUS_COPY, Shards, citus_fetch_rows, citu
 from bench.exclusions import excluded_expected, exclusions_problem
 from bench.scenarios import ASSIGN, EXPERIMENT_ID, LINK, SUBJECT, Scenario, SubjectIds, attributes_sent
 from core.citus import distributed_asked
+from core.database import json_text
 from idlinks.storage import INSERT as LINK_INSERT
 
 FETCH_ARRAYS = """
@@ -218,10 +218,6 @@ def assignments_store(connection: psycopg.Connection, experiment: Experiment, su
     return {subject_id: experiment.variant_keys[stored[subject_id]] for subject_id in distinct}
 
 
-def _json(value) -> str:
-    return orjson.dumps(value).decode()
-
-
 _distributed: weakref.WeakKeyDictionary[psycopg.Connection, bool] = weakref.WeakKeyDictionary()
 
 
@@ -268,7 +264,7 @@ def _fetched(
         return stored, shards
     rows = connection.execute(
         FETCH[("postgresql", experiment_pk is not None)],
-        [*head, _json({str(pk): subject_ids for pk, subject_ids in subjects.items()})],
+        [*head, json_text({str(pk): subject_ids for pk, subject_ids in subjects.items()})],
     )
     return {(pk, subject_id): variant_pk for pk, subject_id, variant_pk, _ in rows if pk is not None}, None
 
@@ -370,7 +366,7 @@ def pairs_store(
             shards=shards,
         )
     else:
-        cursor = connection.execute(POSTGRES_INSERT, [now, _json(rows)])
+        cursor = connection.execute(POSTGRES_INSERT, [now, json_text(rows)])
         inserted = {(pk, subject_id): variant_pk for pk, subject_id, variant_pk in cursor}
     stored.update(inserted)
     lost: dict[int, list[str]] = {}

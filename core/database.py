@@ -129,6 +129,11 @@ def json_text(value) -> str:
     return orjson.dumps(value).decode()
 
 
+def message_first_line(exc: BaseException) -> str:
+    """What failed, in one line: drivers add hints on further lines ("Is the server running...")."""
+    return (str(exc).strip().splitlines() or [""])[0]
+
+
 def database_failure_line(exc: BaseException) -> str:
     """A command's one-line answer when the database cannot be used: which database, and the driver's
     first line ("database ... does not exist", "connection refused")."""
@@ -136,5 +141,4 @@ def database_failure_line(exc: BaseException) -> str:
     where = settings_dict["NAME"]
     if settings_dict.get("HOST"):
         where = f"{where} on {settings_dict['HOST']}:{settings_dict.get('PORT') or 5432}"
-    first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    return f"error: cannot use the database {where} (DATABASE_URL): {first_line}"
+    return f"error: cannot use the database {where} (DATABASE_URL): {message_first_line(exc) or type(exc).__name__}"

@@ -32,8 +32,8 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.http import HttpResponse
 
-from core.api.exceptions import message_first_line
 from core.api.problems import problem_response
+from core.database import message_first_line
 from core.observability.metrics import healthz_checked
 
 # Named as before the module moved: log routing and docs/reference/metrics-and-logs.md know it by this name.

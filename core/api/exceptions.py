@@ -14,6 +14,7 @@ from psycopg.errors import LockNotAvailable, QueryCanceled
 from rest_framework import exceptions
 
 from core.api.problems import ProblemError, problem_response
+from core.database import message_first_line
 from core.observability.metrics import database_unavailable_answered
 
 # Named as before the module moved: log routing and docs/reference/metrics-and-logs.md know it by this name.
@@ -62,11 +63,6 @@ def is_database_unavailable(exc: BaseException) -> bool:
 def is_database_timeout(exc: BaseException | None) -> bool:
     """Whether the database answered but gave up on the statement (statement or lock timeout)."""
     return isinstance(getattr(exc, "__cause__", None), (QueryCanceled, LockNotAvailable))
-
-
-def message_first_line(exc: BaseException) -> str:
-    """What failed, in one line: drivers add hints on further lines ("Is the server running...")."""
-    return (str(exc).strip().splitlines() or [""])[0]
 
 
 def database_unavailable_log(exc: BaseException, where: str = "") -> None:

@@ -698,6 +698,18 @@ def test_holdout__asked_on_an_assignment_endpoint__404_experiment_not_found(api,
     assert stored("h-2026") == {}
 
 
+def test_holdouts_and_an_unknown_id__asked_on_post_assignments__404_naming_each_holdout(api):
+    apply_resources(USER_WITH_COUNTRY, holdout("h-2026"), holdout("h-2027"))
+
+    response = api.post("/assignments", {"subject": {"user": "u-1"}, "experiments": ["H-2026", "nope", "h-2027"]})
+
+    assert response.status_code == 404
+    assert json.loads(response.content)["detail"] == (
+        "No experiments have the IDs 'H-2026', 'nope', 'h-2027'. 'H-2026', 'h-2027' are holdouts: ask for the "
+        "experiments they cover, which they hold subjects out of."
+    )
+
+
 def test_holdout__post_assignments_without_experiments__holdouts_not_listed(api):
     apply_resources(USER_WITH_COUNTRY, holdout("h-2026", share=0.01), experiment("pricing", holdouts=["h-2026"]))
 
