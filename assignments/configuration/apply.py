@@ -26,7 +26,7 @@ from assignments.configuration.apply_writes import (
     same,
     variants_write,
 )
-from assignments.configuration.document_reader import kind_with_article, resource_where
+from assignments.configuration.document_reader import kind_with_article
 from assignments.configuration.experiment_groups import subject_type_problems
 from assignments.configuration.export import experiment_population, resource_document
 from assignments.configuration.holdouts import HoldoutSpec
@@ -115,15 +115,11 @@ def _stored_splits(experiment: Experiment) -> list[tuple[str, float]]:
     return [(variant.key.lower(), variant.split) for variant in experiment.variants.order_by("position")]
 
 
-def _where(spec: ResourceSpec) -> str:
-    return resource_where(spec.source, spec.kind, spec.key)
-
-
 def _check_experiment_change(
     experiment: Experiment, spec: ExperimentSpec, subject_type: SubjectType, *, has_assignments: bool
 ) -> list[ResourceProblem]:
     errors = []
-    where = _where(spec)
+    where = spec.where
     if not experiment.can_move_to(spec.status):
         errors.append(
             ResourceProblem(where, "metadata.status", f"cannot go back from {experiment.status} to {spec.status}")
@@ -145,7 +141,7 @@ def _experiment_problems(
 ) -> tuple[list[ResourceProblem], Layer | None, list[Experiment]]:
     """Every reason to refuse the experiment's document, the stored layer its spec.layer names, and the
     holdouts that will cover it before any binding by scope (those listed, or else those it has)."""
-    where = _where(spec)
+    where = spec.where
     problems = salt_problems(salt=spec.effective_salt, own=experiment, where=where)
     layer, layer_problems = layers.placement_resolve(spec.layer, subject_type, where)
     listed, holdout_problems = holdouts.holdouts_resolve(spec.holdouts, subject_type, where)
@@ -167,7 +163,7 @@ def _experiment_problems(
 
 def _apply_experiment(spec: ExperimentSpec) -> str:
     """Create or update the experiment: "created", "updated" or "unchanged"; ResourceInvalid when refused."""
-    where = _where(spec)
+    where = spec.where
     lab = lab_get_ci(spec.lab)
     subject_type, problems = subject_type_problems(spec.subject_type, where)
     if lab is None:
@@ -280,7 +276,7 @@ def _check_targeted_attributes(
         problems = [] if key.lower() in applied else gates.targeting_problems(targeting, types)
         for path, message in problems:
             why = f"experiment {key!r} targets it ({path}: {message}); change that experiment's targeting first"
-            errors.append(ResourceProblem(_where(spec), "spec.attributes", why))
+            errors.append(ResourceProblem(spec.where, "spec.attributes", why))
         before = retyped_targeting.get(pk)
         if not problems and before is not None and same(targeting, before[0]):
             why = (
@@ -288,7 +284,7 @@ def _check_targeted_attributes(
                 "select other subjects without a new cohort; change that experiment's targeting first, or in the "
                 "same apply"
             )
-            errors.append(ResourceProblem(_where(spec), "spec.attributes", why))
+            errors.append(ResourceProblem(spec.where, "spec.attributes", why))
     return errors
 
 
@@ -314,16 +310,16 @@ def _apply_one(spec: ResourceSpec, actor: Actor, *, create_only: bool, check_ver
         message = (
             f"{stored.key!r} is {kind_with_article(stored.kind)} (experiments and holdouts share IDs, ignoring case)"
         )
-        raise ResourceInvalid([ResourceProblem(_where(spec), "metadata.id", message)])
+        raise ResourceInvalid([ResourceProblem(spec.where, "metadata.id", message)])
     if stored is not None and create_only:
         message = f"a {spec.kind} {stored.key!r} exists (IDs ignore case)"
-        raise ResourceInvalid([ResourceProblem(_where(spec), "metadata.id", message)])
+        raise ResourceInvalid([ResourceProblem(spec.where, "metadata.id", message)])
     if check_versions and stored is not None and spec.version is not None and spec.version != stored.resource_version:
         message = (
             f"changed by someone else since version {spec.version} was read (now version "
             f"{stored.resource_version}): reload to see the change, then edit again"
         )
-        raise ResourceInvalid([ResourceProblem(_where(spec), "metadata.resourceVersion", message)])
+        raise ResourceInvalid([ResourceProblem(spec.where, "metadata.resourceVersion", message)])
     before = None if stored is None else resource_document(stored, with_version=False)
     if isinstance(spec, ExperimentSpec):
         outcome = _apply_experiment(spec)
@@ -345,7 +341,7 @@ def _check_between_documents(
     do not overlap, and layers and holdouts share the subject type of their experiments. Pairs with a refused
     document are left out: what they would say is about a state the apply does not make."""
     experiments = [(index, spec) for index, spec in enumerate(specs) if isinstance(spec, ExperimentSpec)]
-    placed = {spec.key.lower(): (index, _where(spec)) for index, spec in experiments if index in outcomes}
+    placed = {spec.key.lower(): (index, spec.where) for index, spec in experiments if index in outcomes}
     refused = {spec.key.lower() for index, spec in experiments if index not in outcomes}
     errors = layers.overlaps_problems(placed, refused)
     for index, spec in enumerate(specs):

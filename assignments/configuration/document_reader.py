@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from assignments.models import RESOURCE_ID_PATTERN, is_resource_id
 
@@ -34,11 +34,6 @@ class Source:
 
     def __str__(self) -> str:
         return f"{self.file}: document {self.document}"
-
-
-def resource_where(source: Source, kind: str, key: str) -> str:
-    """Where a problem found by the apply is, as messages name it: the file, the document, the kind and the ID."""
-    return f"{source}: {kind} {key!r}"
 
 
 def kind_with_article(kind: str) -> str:
@@ -231,6 +226,14 @@ class ResourceIdentity:
     name: str
     description: str
     version: int | None = None
+
+    kind: ClassVar[str]
+
+    @property
+    def where(self) -> str:
+        """Where a problem the apply finds with it is, as messages name it: the file, the document, the kind
+        and the ID."""
+        return f"{self.source}: {self.kind} {self.key!r}"
 
 
 def document_of(kind: str, resource, *, spec: dict | None = None, **metadata: Any) -> dict:

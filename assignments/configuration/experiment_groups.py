@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection
 from django.db.models import QuerySet
 from django.db.models.functions import Lower
 
-from assignments.configuration.document_reader import ResourceProblem, resource_where
+from assignments.configuration.document_reader import ResourceProblem
 from assignments.models import Experiment, Layer, SubjectType
 
 
@@ -62,5 +62,5 @@ def members_problems(
         .order_by("key")
         .values_list("key", "subject_type__key")
     )
-    where = resource_where(spec.source, spec.kind, spec.key)
+    where = spec.where
     return [ResourceProblem(where, "spec.subjectType", message(key, subject_type)) for key, subject_type in others]

@@ -33,7 +33,6 @@ from assignments.configuration.document_reader import (
     VariantSpec,
     document_of,
     read_metadata,
-    resource_where,
 )
 from assignments.configuration.experiment_groups import (
     Salted,
@@ -121,7 +120,7 @@ def _share(holdout: Experiment) -> float:
 
 def holdout_apply(spec: HoldoutSpec) -> str:
     """Create or update the holdout: "created", "updated" or "unchanged"; ResourceInvalid when refused."""
-    where = resource_where(spec.source, spec.kind, spec.key)
+    where = spec.where
     subject_type, problems = subject_type_problems(spec.subject_type, where)
     for index, lab in enumerate(spec.scope_labs()):
         if lab_get_ci(lab) is None:

@@ -24,7 +24,6 @@ from assignments.configuration.document_reader import (
     ResourceProblem,
     document_of,
     read_metadata,
-    resource_where,
 )
 from assignments.configuration.experiment_groups import (
     Salted,
@@ -105,7 +104,7 @@ def layer_document(layer: Layer) -> dict:
 
 def layer_apply(spec: LayerSpec) -> str:
     """Create or update the layer: "created", "updated" or "unchanged"; ResourceInvalid when refused."""
-    where = resource_where(spec.source, spec.kind, spec.key)
+    where = spec.where
     subject_type, problems = subject_type_problems(spec.subject_type, where)
     if problems:
         raise ResourceInvalid(problems)
