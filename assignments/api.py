@@ -200,7 +200,7 @@ class ExperimentAssignmentsApi(JsonApiView):
 
     @staticmethod
     def answer(data: dict) -> dict:
-        """The answer to a valid request (also core/api/fastpath.py's)."""
+        """The answer to a valid request."""
         request_log_note(experiment=data["experiment_id"], batch_size=len(data["subject_ids"]))
         answer = with_live_connection(
             assign_subjects,
@@ -315,7 +315,7 @@ class AssignmentsApi(JsonApiView):
 
     @staticmethod
     def answer(data: dict) -> dict:
-        """The answer to a valid request (also core/api/fastpath.py's)."""
+        """The answer to a valid request."""
         experiment_ids = data.get("experiments")
         if experiment_ids is not None and len(experiment_ids) == 1:
             request_log_note(experiment=experiment_ids[0])

@@ -13,10 +13,14 @@ API_VIEWS = {
     "metrics": MetricsApi,
 }
 
+# Answered by the edge (core/edge, config/wsgi.py), with /healthz: the hot endpoints. Their routes here give the
+# API's schema its operations.
+EDGE_ROUTES = ("experiment-assignments", "assignments", "id-link")
+
 # Every API path answers with or without a trailing slash, by pattern, never by redirect.
 urlpatterns = [
     *(re_path(rf"^{path}/?$", view.as_view(), name=path) for path, view in API_VIEWS.items()),
-    # /healthz has no route: core.healthz.HealthCheckMiddleware answers it before URL resolution.
+    # /healthz has no route: the edge answers it (core/healthz.py).
     path("admin/", admin.site.urls),
     re_path(r"^api/schema/?$", SpectacularAPIView.as_view(), name="api-schema"),
     re_path(r"^api/docs/?$", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),

@@ -1,23 +1,38 @@
 import os
-from importlib import import_module
 
-import django
 from django.conf import settings
+from django.core.wsgi import get_wsgi_application
 
 from core.api.chunked import with_chunked_bodies
 from core.database import request_timeouts_apply
-from core.wsgi_handlers import SplitApplication
+from core.edge.application import EdgeApplication
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 # Before any connection exists: the web server's connections, and only theirs, are bounded.
 request_timeouts_apply()
-# As django.core.wsgi.get_wsgi_application does, with the API's handler beside Django's (core/wsgi_handlers.py).
-django.setup(set_prefix=False)
-django_application = SplitApplication()
-# Django imports the URLconf, and with it every view, admin and serializer module, on the
-# first request. Done here instead: gunicorn preloads this module in its master (deploy/
-# gunicorn.conf.py), so no worker's first requests wait for the imports.
-import_module(settings.ROOT_URLCONF)
+django_application = get_wsgi_application()
 
-application = with_chunked_bodies(django_application, limit=lambda: settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+# Imported once Django is set up. Importing the URLconf here, rather than on Django's first request, also
+# imports every view, admin and serializer module: gunicorn preloads this module in its master
+# (deploy/gunicorn.conf.py), so no worker's first requests wait for the imports.
+from config.urls import API_VIEWS, EDGE_ROUTES  # noqa: E402
+from core.edge.json_endpoint import JsonEndpoint  # noqa: E402
+from core.healthz import HealthzEndpoint  # noqa: E402
+
+
+def served_application():
+    """The hot endpoints at the edge (core/edge), each path with and without its trailing slash as the
+    URLconf's routes answer, and Django's handler behind it; bodies sent chunked made whole first."""
+    endpoints = {
+        "healthz": HealthzEndpoint(),
+        **{route: JsonEndpoint(API_VIEWS[route], name=route) for route in EDGE_ROUTES},
+    }
+    edge = EdgeApplication(
+        {f"/{route}{slash}": endpoint for route, endpoint in endpoints.items() for slash in ("", "/")},
+        django_application,
+    )
+    return with_chunked_bodies(edge, limit=lambda: settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+
+
+application = served_application()

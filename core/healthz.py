@@ -1,8 +1,8 @@
 """GET and HEAD /healthz (docs/reference/api.md, docs/explanation/health-and-outages.md).
 
-Served by HealthCheckMiddleware, first in MIDDLEWARE, so that no token check,
-throttle, session, host validation or other middleware work can slow it or fail it:
-container platforms probe with the pod's address as Host and no credentials.
+Answered at the edge (core/edge, HealthzEndpoint), before any of Django's middleware,
+so that no token check, session, host validation or other middleware work can slow it
+or fail it: container platforms probe with the pod's address as Host and no credentials.
 
 Why a thread: /healthz must answer within 3 seconds even when the
 database accepts connections and never replies. Timeouts on the connection
@@ -39,7 +39,6 @@ from core.observability.metrics import healthz_checked
 # Named as before the module moved: log routing and docs/reference/metrics-and-logs.md know it by this name.
 logger = logging.getLogger("config.healthz")
 
-HEALTHZ_PATHS = frozenset({"/healthz", "/healthz/"})
 ALLOWED_METHODS = ("GET", "HEAD")
 PROBE_TIMEOUT_SECONDS = 2.0
 PROBE_ABANDON_SECONDS = 10.0
@@ -215,7 +214,7 @@ database_probe = DatabaseProbe(probe_connection.query)
 def _json_response(body: dict, *, status: int) -> HttpResponse:
     content = json.dumps(body).encode()
     response = HttpResponse(content, status=status, content_type="application/json")
-    # The middleware runs before CommonMiddleware, which would otherwise add it.
+    # Answered before CommonMiddleware, which would otherwise add it.
     response["Content-Length"] = str(len(content))
     return response
 
@@ -240,13 +239,12 @@ def healthz(request) -> HttpResponse:
     return response
 
 
-class HealthCheckMiddleware:
-    """Answers /healthz before any other middleware runs; first in MIDDLEWARE."""
+class HealthzEndpoint:
+    """/healthz at the edge (core/edge), before Django's middleware: no host check, token or other
+    middleware work can slow it or fail it."""
 
-    def __init__(self, get_response):
-        self.get_response = get_response
+    name = "healthz"
 
-    def __call__(self, request):
-        if request.path_info in HEALTHZ_PATHS:
-            return healthz(request)
-        return self.get_response(request)
+    @staticmethod
+    def respond(request) -> HttpResponse:
+        return healthz(request)

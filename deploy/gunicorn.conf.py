@@ -1,4 +1,5 @@
-"""gunicorn settings: `gunicorn -c deploy/gunicorn.conf.py config.wsgi:application` (docs/how-to/deploy.md).
+"""gunicorn settings: the service runs as `gunicorn -c deploy/gunicorn.conf.py`, nothing else on the command line
+(docs/how-to/deploy.md); `-b` and `-w` there override GUNICORN_BIND and GUNICORN_WORKERS.
 
 Threaded workers (gthread), because they keep idle client connections open: the
 proxy in deploy/proxy/ reuses upstream connections (keepalive), which sync
@@ -17,6 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from config.env import env_bool, env_int, env_networks, env_str
 from core.observability.metricsfiles import metrics_directory_clean, metrics_directory_prepare, worker_files_fold
 
+# The application; an application named on the command line (a benchmark's minimal app) overrides it.
+wsgi_app = "config.wsgi:application"
 bind = env_str("GUNICORN_BIND", "127.0.0.1:8000")
 # One process per core (at least two, so a recycled or crashed worker never leaves none):
 # the threads already overlap the waits for PostgreSQL, and more processes than cores
@@ -41,6 +44,9 @@ max_requests_jitter = env_int("GUNICORN_MAX_REQUESTS_JITTER", 1_000, minimum=0)
 # 2 to 3 s for Django's lazy imports. No database connection is opened before the fork.
 preload_app = env_bool("GUNICORN_PRELOAD", True)
 limit_request_line = 4094
+# gunicorn's native HTTP/1.1 parser (gunicorn-h1c, in requirements.txt), required: a deployment without it
+# fails at start-up instead of parsing every request in Python (bench/results/summary.md).
+http_parser = "fast"
 # gunicorn's runtime control socket defaults to one shared path per user ($HOME/.gunicorn/gunicorn.ctl),
 # which a second instance on the host would take over; this service is managed by its supervisor instead.
 control_socket_disable = True

@@ -25,12 +25,14 @@ from devtools.ports import free_port, wait_for_port
 from devtools.processes import process_stop
 
 CONFIG = PROJECT_DIR / "deploy" / "gunicorn.conf.py"
+# What the file names with wsgi_app: for a checkout of the service whose file does not.
 SERVICE_APP = "config.wsgi:application"
 
 
-def gunicorn_command(app: str = SERVICE_APP, *options: str) -> list[str]:
-    """The deployment's command line with this interpreter's gunicorn, so it runs in the same virtualenv."""
-    return [sys.executable, "-m", "gunicorn", "-c", str(CONFIG), *options, app]
+def gunicorn_command(app: str | None = None, *options: str) -> list[str]:
+    """The deployment's command line with this interpreter's gunicorn, so it runs in the same virtualenv: the
+    service (the file's wsgi_app) unless another application is named."""
+    return [sys.executable, "-m", "gunicorn", "-c", str(CONFIG), *options, *([app] if app else [])]
 
 
 @dataclass
@@ -57,14 +59,14 @@ def gunicorn(
     *,
     env: dict[str, str],
     log_path: Path,
-    app: str = SERVICE_APP,
+    app: str | None = None,
     options: Sequence[str] = (),
     ready: Callable[[Gunicorn], None] = _listening,
     stop_timeout: float = 10.0,
     port: int | None = None,
 ) -> Iterator[Gunicorn]:
-    """gunicorn serving `app` on a free port of 127.0.0.1 with env as its whole environment, its output
-    appended to log_path; yielded once `ready` returns (by default: once the port accepts connections),
+    """gunicorn serving `app` (None: the service) on a free port of 127.0.0.1 with env as its whole environment,
+    its output appended to log_path; yielded once `ready` returns (by default: once the port accepts connections),
     stopped (SIGTERM, SIGKILL after stop_timeout seconds) at the end. port: when the caller needs to know it
     beforehand (to name the log after it)."""
     port = port or free_port()
@@ -101,8 +103,8 @@ class GunicornSettings:
     access_log: bool
 
 
-def gunicorn_settings(*, app: str = SERVICE_APP, env: dict[str, str]) -> GunicornSettings:
-    """What `gunicorn -c deploy/gunicorn.conf.py app` would run with in `env`, asked of gunicorn itself
+def gunicorn_settings(*, app: str | None = None, env: dict[str, str]) -> GunicornSettings:
+    """What `gunicorn -c deploy/gunicorn.conf.py [app]` would run with in `env`, asked of gunicorn itself
     (`--print-config`, which loads the app to check it): a benchmark's results then name what it ran with
     even while someone tunes the file."""
     printed = subprocess.run(

@@ -98,7 +98,7 @@ class IdLinkApi(JsonApiView):
 
     @classmethod
     def answer(cls, data: dict) -> dict:
-        """The answer to a valid request (also core/api/fastpath.py's)."""
+        """The answer to a valid request."""
         first, second = (Identifier(**item) for item in data["identifiers"])
         with_live_connection(id_link_create, first=first, second=second, subject_types_active=cls.subject_types_active)
         return {"success": True}

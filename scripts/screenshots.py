@@ -237,7 +237,7 @@ def start_server(workdir: Path, port: int) -> subprocess.Popen:
     env = dict(os.environ, GUNICORN_BIND=f"127.0.0.1:{port}", GUNICORN_WORKERS="1", GUNICORN_THREADS="4")
     log = (workdir / "server.log").open("wb")
     server = subprocess.Popen(  # noqa: S603 - a fixed command line, nothing from outside
-        [str(REPO / ".venv" / "bin" / "gunicorn"), "config.wsgi:application", "-c", "deploy/gunicorn.conf.py"],
+        [str(REPO / ".venv" / "bin" / "gunicorn"), "-c", "deploy/gunicorn.conf.py"],
         cwd=REPO,
         env=env,
         stdout=log,

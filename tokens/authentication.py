@@ -12,9 +12,8 @@ from rest_framework import authentication, exceptions, permissions
 from core.database import with_live_connection
 from core.middleware.requestlog import request_log_note
 from tokens.cache import ApiTokenSnapshot
-from tokens.metrics import api_token_cache_lookup
-from tokens.models import ACTIVE, EXPIRED, REVOKED, Role
-from tokens.selectors import api_token_cached, api_token_verify
+from tokens.models import EXPIRED, REVOKED, Role
+from tokens.selectors import api_token_verify
 from tokens.services import api_token_record_use
 
 
@@ -81,26 +80,6 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         api_token = with_live_connection(_verified_and_used, token)
         request_log_note(token_name=api_token.name)
         return TokenUser(token_name=api_token.name, role=api_token.role), api_token
-
-    def authenticate_cached(self, request) -> tuple[TokenUser, ApiTokenSnapshot] | None:
-        """What authenticate would return, for a request whose token this process has cached and may use,
-        with nothing done yet (authenticated_use does it); None for every other request, which only
-        authenticate answers (it asks the database, or refuses). For the API's fast path, core/api/fastpath.py."""
-        try:
-            token = presented_token(request)
-        except exceptions.AuthenticationFailed:
-            return None
-        api_token = None if token is None else api_token_cached(token=token)
-        if api_token is None or api_token.state(now=timezone.now()) != ACTIVE:
-            return None
-        return TokenUser(token_name=api_token.name, role=api_token.role), api_token
-
-    def authenticated_use(self, api_token: ApiTokenSnapshot) -> None:
-        """What authenticate does besides answering, for a token authenticate_cached found: the cache hit
-        counted, the use recorded, the token named on the request's log line."""
-        api_token_cache_lookup(hit=True)
-        with_live_connection(api_token_record_use, api_token=api_token, now=timezone.now())
-        request_log_note(token_name=api_token.name)
 
     def authenticate_header(self, request) -> str:
         return "Bearer"

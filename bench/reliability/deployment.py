@@ -4,8 +4,7 @@ The database is prepared with the commands docs/how-to/deploy.md gives (manage.p
 migrate, apply_resources examples/demo.yaml, create_api_token), each in its own
 process with the experiment's DATABASE_URL, so no Django settings are fixed in
 the benchmark's process and each experiment can use another database. The
-servers are bench/server.py's: `gunicorn -c deploy/gunicorn.conf.py
-config.wsgi:application`, waited for until every worker has booted.
+servers are bench/server.py's: `gunicorn -c deploy/gunicorn.conf.py`, waited for until every worker has booted.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from pathlib import Path
 
 from bench.server import gunicorn
 from devtools import PROJECT_DIR
-from devtools.gunicorn import SERVICE_APP, Gunicorn, GunicornSettings, gunicorn_settings
+from devtools.gunicorn import Gunicorn, GunicornSettings, gunicorn_settings
 
 DEMO_CONFIG = PROJECT_DIR / "examples" / "demo.yaml"
 
@@ -72,10 +71,9 @@ class Fleet:
 @contextlib.contextmanager
 def gunicorns(count: int, *, env: dict[str, str], log_path: Path) -> Iterator[Fleet]:
     """`count` servers of the service on free ports, their output appended to log_path; stopped at the end."""
-    settings = gunicorn_settings(app=SERVICE_APP, env=env)
+    settings = gunicorn_settings(env=env)
     with contextlib.ExitStack() as stack:
         servers = [
-            stack.enter_context(gunicorn(app=SERVICE_APP, env=env, settings=settings, log_path=log_path))
-            for _ in range(count)
+            stack.enter_context(gunicorn(app=None, env=env, settings=settings, log_path=log_path)) for _ in range(count)
         ]
         yield Fleet(servers=servers, settings=settings)

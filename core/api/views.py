@@ -13,8 +13,6 @@ from rest_framework.views import APIView
 from core.api.renderers import JsonRenderer
 
 JSON_MEDIA_TYPE = "application/json"
-# The WSGI environ key under which the fast path hands Django the exception its answer raised.
-ANSWER_FAILED = "service.answer_failed"
 
 
 class RequestBody:
@@ -57,8 +55,8 @@ class JsonApiView(APIView):
     # (core.middleware.staffonly).
     sessionless = True
 
-    # A view that answers a valid request's data with `answer(data) -> dict` (a static method), its body
-    # validated by `body`, is also answered by core/api/fastpath.py, without DRF's machinery.
+    # What a POST answers: `answer(data) -> dict` for the data `body` validated. The edge (core/edge) serves
+    # the hot endpoints' views from these, DRF every other view's and the schema.
     answer = None
     body: RequestBody
 
@@ -73,18 +71,8 @@ class JsonApiView(APIView):
         cls.allow = ", ".join(method.upper() for method in cls.http_method_names if hasattr(cls, method))
 
     def answered(self, request) -> Response:
-        """The response to a POST: `answer` for the validated body.
-
-        A request whose answer failed on the fast path (core/api/fastpath.py) comes
-        here with that failure, and fails with it once validated, without doing the
-        work again: a database that kept the first attempt waiting must not keep
-        the request waiting twice. DRF then answers the error as it always does.
-        """
-        data = self.body.validate(request.data)
-        failure = request.META.pop(ANSWER_FAILED, None)
-        if failure is not None:
-            raise failure
-        return Response(self.answer(data))
+        """The response to a POST: `answer` for the validated body."""
+        return Response(self.answer(self.body.validate(request.data)))
 
     def get_parsers(self):
         return self.parsers

@@ -7,6 +7,7 @@ import sys
 from django.conf import settings
 from django.core.signals import got_request_exception
 from django.db import connection
+from django.http import HttpResponse
 
 from core.api.exceptions import database_unavailable_log, database_unavailable_problem, is_database_unavailable
 from core.api.paths import is_api_request
@@ -31,30 +32,36 @@ class ConnectionCheckMiddleware:
         return self.get_response(request)
 
 
-class BodySizeLimitMiddleware:
-    """Refuse bodies over DATA_UPLOAD_MAX_MEMORY_SIZE with 413 before anything reads them.
+def body_size_problem(request) -> HttpResponse | None:
+    """413 payload_too_large for a request whose declared body is over DATA_UPLOAD_MAX_MEMORY_SIZE, before
+    anything reads it; None for any other.
 
     DRF parses from the request stream, which bypasses Django's own size check on
-    `request.body`, so the limit is enforced here on the declared length.
+    `request.body`, so the limit is enforced on the declared length.
     """
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    if length <= limit:
+        return None
+    return problem_response(
+        status=413,
+        code="payload_too_large",
+        title="Payload too large",
+        detail=f"The request body is {length} bytes; the limit is {limit} bytes.",
+    )
+
+
+class BodySizeLimitMiddleware:
+    """Refuse bodies over the limit (body_size_problem) before any view reads them."""
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
-        try:
-            length = int(request.META.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            length = 0
-        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        if length > limit:
-            return problem_response(
-                status=413,
-                code="payload_too_large",
-                title="Payload too large",
-                detail=f"The request body is {length} bytes; the limit is {limit} bytes.",
-            )
-        return self.get_response(request)
+        return body_size_problem(request) or self.get_response(request)
 
 
 def _mark_database_unavailable(sender, request=None, **kwargs) -> None:

@@ -7,7 +7,6 @@ import time
 from django.conf import settings
 from django.core.exceptions import MiddlewareNotUsed
 
-from core.healthz import HEALTHZ_PATHS
 from core.observability.metrics import http_request_observe
 
 
@@ -20,15 +19,13 @@ def endpoint_of(request) -> str:
     if match is not None:
         # The staff console's pages are many; one label for all of them.
         return "admin" if match.namespace == "admin" else match.url_name or "unnamed"
-    if request.path_info in HEALTHZ_PATHS:
-        return "healthz"
     if request.path.startswith(settings.STATIC_URL):
         return "static"
     return "unmatched"
 
 
 class RequestMetricsMiddleware:
-    """Outside HealthCheckMiddleware, so that /healthz is counted; after RequestIdMiddleware."""
+    """After RequestIdMiddleware. The edge's endpoints (core/edge) are counted by the edge."""
 
     def __init__(self, get_response):
         if not settings.METRICS_ENABLED:

@@ -418,9 +418,7 @@ def test_path__with_or_without_trailing_slash__answered_directly_never_redirecte
 @pytest.mark.parametrize("method", ["get", "put", "patch", "delete"])
 def test_wrong_method__405_problem_naming_post(api, demo_config, path, method, content_type):
     # Whatever the body's type: a method the endpoint lacks is a 405, not a 415.
-    response = api.client.generic(
-        method.upper(), path, json.dumps(VALID), content_type=content_type, **api.headers(api.token)
-    )
+    response = api.generic(method, path, json.dumps(VALID), content_type=content_type)
 
     assert_problem(response, status=405, code="method_not_allowed")
     assert "POST" in response["Allow"]
@@ -432,7 +430,7 @@ def test_wrong_method__405_problem_naming_post(api, demo_config, path, method, c
 )
 @pytest.mark.parametrize("method", ["get", "post"])
 def test_unknown_path__404_not_found_problem(api, demo_config, path, method):
-    response = getattr(api.client, method)(path, **api.headers(api.token))
+    response = getattr(api, method)(path)
     assert_problem(response, status=404, code="not_found")
 
 

@@ -7,7 +7,12 @@ import re
 import pytest
 from django.test import Client, override_settings
 
+from tests.helpers.api import ApiClient
+from tests.helpers.database import database_options_kept
 from tests.helpers.processes import PRODUCTION_ENV, TLS_ENV, check_deploy
+
+with database_options_kept():
+    from config.wsgi import served_application
 
 
 def test_check_deploy__production_defaults__passes_leaving_only_the_tls_decisions():
@@ -37,8 +42,11 @@ def test_check_deploy__malformed_security_variable__start_up_stops_naming_it(nam
 
 @override_settings(SECURE_SSL_REDIRECT=True)
 def test_ssl_redirect__plain_http__api_redirected_healthz_answered(db):
-    assert Client().get("/healthz").status_code == 200
-    assert Client().post("/experiment-assignments", {}, content_type="application/json").status_code == 301
+    # An application made as config.wsgi makes it, under the changed setting.
+    served = ApiClient(None, app=served_application())
+
+    assert served.get("/healthz").status_code == 200
+    assert served.post("/experiment-assignments", {}).status_code == 301
 
 
 # gunicorn, not Django, decides whether a request came over HTTPS (tests/e2e/test_forwarded_proto.py).

@@ -14,11 +14,11 @@ import psycopg
 import pytest
 from django.core.handlers.exception import convert_exception_to_response
 from django.db import connection, connections
-from django.test import Client, RequestFactory
+from django.test import RequestFactory
 
 from core.healthz import DatabaseProbe, ProbeConnection, connection_open, database_probe, probe_connection
 from core.middleware.guards import DatabaseUnavailableMiddleware
-from tests.helpers.api import PROBLEM_CONTENT_TYPE
+from tests.helpers.api import PROBLEM_CONTENT_TYPE, ApiClient
 from tests.helpers.database import database_unreachable
 from tests.helpers.server import wait_until
 
@@ -27,9 +27,10 @@ UNAVAILABLE = {"status": "unavailable", "database": "unavailable"}
 
 
 @pytest.fixture
-def anonymous_client(db) -> Client:
-    """A client without a token; `db` makes the probe's new connection find the test database."""
-    return Client()
+def anonymous_client(db) -> ApiClient:
+    """A client of the served application without a token; `db` makes the probe's new connection find the
+    test database."""
+    return ApiClient(None)
 
 
 @contextlib.contextmanager
@@ -51,7 +52,7 @@ def silent_database():
             settings_dict.update(saved)
 
 
-def wait_until_healthy(client: Client) -> None:
+def wait_until_healthy(client: ApiClient) -> None:
     """A probe still hanging from the test would otherwise answer the next test's check."""
     wait_until(lambda: client.get("/healthz").status_code == 200, timeout=10)
 

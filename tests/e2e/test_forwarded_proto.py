@@ -114,7 +114,6 @@ def test_forwarded_allow_ips__malformed__gunicorn_stops_naming_it(value):
             "--check-config",
             "--config",
             "deploy/gunicorn.conf.py",
-            "config.wsgi:application",
         ],
         cwd=PROJECT_DIR,
         env={**os.environ, "TRUST_X_FORWARDED_PROTO": "true", "GUNICORN_FORWARDED_ALLOW_IPS": value},

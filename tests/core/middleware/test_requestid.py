@@ -79,8 +79,8 @@ def test_request__bad_id_sent__replaced_by_a_new_one_everywhere(anonymous_api):
     assert "x" * 500 not in logs.getvalue()
 
 
-def test_request__no_id_sent__each_request_its_own(db, client):
-    first, second = client.get("/healthz"), client.get("/healthz")
+def test_request__no_id_sent__each_request_its_own(anonymous_api):
+    first, second = anonymous_api.get("/healthz"), anonymous_api.get("/healthz")
 
     assert MADE.fullmatch(first["X-Request-ID"])
     assert MADE.fullmatch(second["X-Request-ID"])
@@ -96,8 +96,8 @@ def test_request__no_id_sent__each_request_its_own(db, client):
         ("get", "/metrics", 401),
     ],
 )
-def test_problem__answered_anywhere__carries_the_request_id(db, client, method, path, status):
-    response = getattr(client, method)(path, HTTP_X_REQUEST_ID=f"id-{status}")
+def test_problem__answered_anywhere__carries_the_request_id(anonymous_api, method, path, status):
+    response = getattr(anonymous_api, method)(path, HTTP_X_REQUEST_ID=f"id-{status}")
 
     assert response.status_code == status
     assert response["Content-Type"] == "application/problem+json"

@@ -92,11 +92,11 @@ def test_refused_token__line_without_a_token_name_and_without_the_token(anonymou
     assert token not in logs.getvalue() and "B" * 43 not in logs.getvalue()
 
 
-def test_every_request__a_line__healthz_pages_and_unknown_paths_too(db, client):
+def test_every_request__a_line__healthz_pages_and_unknown_paths_too(anonymous_api):
     with captured_logs() as logs:
-        client.get("/healthz")
-        client.get("/nowhere?subject=u-1")
-        client.get("/api/schema")
+        anonymous_api.get("/healthz")
+        anonymous_api.get("/nowhere?subject=u-1")
+        anonymous_api.get("/api/schema")
 
     lines = request_lines(logs.getvalue())
     assert [(line["path"], line["status"]) for line in lines] == [
@@ -196,9 +196,9 @@ def logging_as_text() -> Iterator[None]:
         dictConfig(settings.LOGGING)
 
 
-def test_log_format_text__the_handlers_write_text(db, client):
+def test_log_format_text__the_handlers_write_text(anonymous_api):
     with logging_as_text(), captured_logs() as logs:
-        client.get("/healthz", HTTP_X_REQUEST_ID="t-1")
+        anonymous_api.get("/healthz", HTTP_X_REQUEST_ID="t-1")
 
     assert re.search(r" INFO config\.requestlog \[t-1\] GET /healthz 200 [\d.]+ ms$", logs.getvalue().strip())
     assert json_lines(logs.getvalue()) == []
@@ -213,7 +213,7 @@ UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
 
 
 def forging_requests(api) -> None:
-    api.client.get(quote(FORGING_PATH))
+    api.get(quote(FORGING_PATH))
     api.post("/experiment-assignments", {"experiment_id": FORGING_EXPERIMENT, "subject_ids": ["u-1"]})
 
 

@@ -8,7 +8,6 @@ import threading
 
 import pytest
 from django.db import connection, transaction
-from django.test import Client
 
 from assignments.models import Assignment, Experiment
 from assignments.selectors import subject_types_active
@@ -16,6 +15,7 @@ from core.healthz import database_probe, probe_connection
 from core.observability.metrics import REGISTRY
 from idlinks.services import Identifier, id_link_create
 from tests.helpers import resources
+from tests.helpers.api import ApiClient
 from tests.helpers.database import database_unreachable, lock_waits_query
 from tests.helpers.observability import Samples, sample, samples
 from tests.helpers.resources import apply_resources
@@ -49,7 +49,7 @@ def _probe_connection_closed():
 
 
 def scrape(token: str) -> Samples:
-    response = Client().get("/metrics", HTTP_AUTHORIZATION=f"Bearer {token}")
+    response = ApiClient(None).get("/metrics", HTTP_AUTHORIZATION=f"Bearer {token}")
     assert response.status_code == 200, response.content
     return samples(response.content.decode())
 
@@ -61,7 +61,7 @@ def assign(api, experiment_id: str, subject_ids: list[str]):
 
 
 def test_metrics__admin_token__every_metric_in_prometheus_text(admin_token):
-    response = Client().get("/metrics", HTTP_AUTHORIZATION=f"Bearer {admin_token}")
+    response = ApiClient(None).get("/metrics", HTTP_AUTHORIZATION=f"Bearer {admin_token}")
 
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/plain; version=")
@@ -72,7 +72,7 @@ def test_metrics__admin_token__every_metric_in_prometheus_text(admin_token):
 
 
 def test_metrics__openmetrics_asked__openmetrics_answered(admin_token):
-    response = Client().get(
+    response = ApiClient(None).get(
         "/metrics", HTTP_AUTHORIZATION=f"Bearer {admin_token}", HTTP_ACCEPT="application/openmetrics-text"
     )
 
@@ -98,7 +98,7 @@ def test_metrics__proxy_token__403_problem_names_the_role_needed(api):
 
 
 def test_metrics__post__405_problem(admin_token):
-    response = Client().post("/metrics", HTTP_AUTHORIZATION=f"Bearer {admin_token}")
+    response = ApiClient(None).post("/metrics", HTTP_AUTHORIZATION=f"Bearer {admin_token}")
 
     assert response.status_code == 405
     assert response.json()["code"] == "method_not_allowed"
@@ -111,7 +111,7 @@ def test_requests__counted_by_endpoint_method_status_and_timed(api, admin_token,
     for number in range(3):
         assign(api, "checkout-button", [f"r-{number}"])
     api.post("/experiment-assignments", {"experiment_id": "nope", "subject_ids": ["r-9"]})
-    Client().get("/healthz")
+    ApiClient(None).get("/healthz")
     after = scrape(admin_token)
 
     def moved(name: str, **labels: str) -> float:
@@ -175,8 +175,8 @@ def test_api_token_cache__first_use_a_miss_then_hits(api, admin_token, demo_conf
 
 def test_healthz__checks_counted_and_the_result_a_gauge(db, admin_token):
     before = scrape(admin_token)
-    Client().get("/healthz")
-    Client().head("/healthz")
+    ApiClient(None).get("/healthz")
+    ApiClient(None).head("/healthz")
     after = scrape(admin_token)
 
     assert sample(after, "healthz_checks_total", result="ok") - sample(before, "healthz_checks_total", result="ok") == 2
@@ -193,7 +193,7 @@ def test_database_unavailable__each_503_counted_as_unreachable(api, admin_token,
             api.post("/experiment-assignments", {"experiment_id": "checkout-button", "subject_ids": ["d-1"]})
             for _ in range(2)
         ]
-        healthz = Client().get("/healthz")
+        healthz = ApiClient(None).get("/healthz")
     after = scrape(admin_token)
 
     assert [response.status_code for response in responses] == [503, 503]
@@ -268,9 +268,9 @@ def test_conflicts_lost__a_concurrent_request_stored_first__counted_and_its_rows
 def test_labels__no_subject_id_token_or_path__unknown_paths_and_methods_grouped(api, proxy_token, admin_token):
     # Given requests that name subject IDs, odd paths and an odd method
     api.post("/experiment-assignments", {"experiment_id": "secret-exp-name", "subject_ids": ["subject-xyz"]})
-    Client().get("/wp-admin/secret-path")
-    Client().generic("BREW", "/healthz")
-    response = Client().get("/metrics", HTTP_AUTHORIZATION=f"Bearer {admin_token}")
+    ApiClient(None).get("/wp-admin/secret-path")
+    ApiClient(None).generic("BREW", "/healthz")
+    response = ApiClient(None).get("/metrics", HTTP_AUTHORIZATION=f"Bearer {admin_token}")
     text = response.content.decode()
 
     # Then none of what a client chose is a label: the experiment that does not exist neither
@@ -290,7 +290,7 @@ def test_metrics_disabled__404_and_nothing_counted(api, admin_token, demo_config
     created_before = REGISTRY.get_sample_value("assignments_created_total", created) or 0
 
     assign(api, "checkout-button", ["off-1"])
-    response = Client().get("/metrics", HTTP_AUTHORIZATION=f"Bearer {admin_token}")
+    response = ApiClient(None).get("/metrics", HTTP_AUTHORIZATION=f"Bearer {admin_token}")
 
     assert response.status_code == 404
     assert response.json()["code"] == "not_found"

@@ -1,0 +1,87 @@
+"""A JSON API endpoint at the edge: what DRF's APIView.dispatch does for one of the API's views, in its order,
+with the view's own declarations and DRF's own exceptions.
+
+The view (core.api.views.JsonApiView) declares the endpoint once: its
+authentication, permissions, parser, renderer, request body and `answer(data)`.
+DRF serves it from the URLconf for the schema (and tests/core/edge/
+test_json_endpoint.py holds the two answers equal); the edge serves it in
+production, leaving out what costs a small request most and does nothing for
+these views: DRF's Request wrapper, content negotiation (one renderer), the
+throttles (none) and the per-request construction of the view, its parsers,
+authenticators and permissions. Every failure is answered by the API's problem
+table (core/api/exceptions.py), as DRF's exception handler answers it.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from rest_framework import exceptions
+
+from core.api.exceptions import problem_exception_handler
+from core.api.views import JSON_MEDIA_TYPE, JsonApiView
+from core.edge.middleware import django_chain
+
+
+class JsonEndpoint:
+    def __init__(self, view_class: type[JsonApiView], *, name: str) -> None:
+        self.name = name
+        self.view = view_class()
+        # DRF's answer to OPTIONS, the same for every request: SimpleMetadata reads only the view.
+        self.metadata = self.view.metadata_class().determine_metadata(None, self.view)
+        self.respond = django_chain(self._dispatch)
+
+    def _dispatch(self, request: HttpRequest) -> HttpResponse:
+        view = self.view
+        try:
+            response = self._handled(request)
+        except Exception as exc:
+            response = problem_exception_handler(exc, {"view": view, "request": request})
+            if response is None:
+                raise
+        # As APIView.finalize_response adds the view's default headers.
+        response["Allow"] = view.allow
+        return response
+
+    def _handled(self, request: HttpRequest) -> HttpResponse:
+        view = self.view
+        caller = self._authenticated(request)
+        for permission in view.permissions:
+            if not permission.has_permission(caller, view):
+                if caller.auth is None:
+                    raise exceptions.NotAuthenticated()
+                raise exceptions.PermissionDenied(getattr(permission, "message", None))
+        if request.method == "POST":
+            data = view.body.validate(self._data(request))
+            return HttpResponse(view.renderer.render(view.answer(data)), content_type=JSON_MEDIA_TYPE)
+        if request.method == "OPTIONS":
+            return HttpResponse(view.renderer.render(self.metadata), content_type=JSON_MEDIA_TYPE)
+        raise exceptions.MethodNotAllowed(request.method)
+
+    def _authenticated(self, request: HttpRequest) -> Any:
+        """The caller as the permissions see it (`user`, `auth`), as DRF's Request authenticates: the first
+        authenticator that answers, or nobody."""
+        for authenticator in self.view.authenticators:
+            found = authenticator.authenticate(request)
+            if found is not None:
+                return SimpleNamespace(user=found[0], auth=found[1])
+        return SimpleNamespace(user=None, auth=None)
+
+    def _data(self, request: HttpRequest) -> Any:
+        """The body as DRF's Request.data reads it for these views: only JSON (JsonApiView.initial), an empty
+        body as {}, the stream parsed by the view's parser in the request's charset."""
+        content_type = request.META.get("CONTENT_TYPE", request.META.get("HTTP_CONTENT_TYPE", ""))
+        media_type = content_type.split(";")[0].strip().lower()
+        if media_type != JSON_MEDIA_TYPE:
+            raise exceptions.UnsupportedMediaType(media_type or "none")
+        try:
+            length = int(request.META.get("CONTENT_LENGTH", request.META.get("HTTP_CONTENT_LENGTH", 0)))
+        except (ValueError, TypeError):
+            length = 0
+        if length == 0:
+            return {}
+        encoding = request.encoding or settings.DEFAULT_CHARSET
+        return self.view.parser.parse(request, JSON_MEDIA_TYPE, {"encoding": encoding})
