@@ -66,9 +66,9 @@ WITHOUT = {
     ),
     "without any middleware": ("",),
 }
-HEALTH_CHECK_MIDDLEWARE = "core.healthz.HealthCheckMiddleware"
 SERVICE = "service (config.wsgi)"
-# Django's handler alone, every request through settings.MIDDLEWARE: the service before core/wsgi_handlers.py.
+# Django's handler alone, every request through settings.MIDDLEWARE to the URLconf's DRF views: the service
+# without its edge (core/edge). /healthz has no route there: the edge alone answers it.
 ONE_CHAIN = "every request through every middleware"
 OWN_WORK = "the service's own functions alone (no Django handler, DRF or middleware)"
 MINIMAL = "minimal app"
@@ -145,7 +145,7 @@ def main(argv: list[str]) -> int:
 
 def _applications() -> dict[str, tuple[WsgiApp, bool]]:
     """Every variant, by label, and whether it answers /healthz: the service first, the minimal app last.
-    /healthz is answered by a middleware (core.healthz), which a variant may lack."""
+    /healthz is answered by the edge, which only the service has."""
     from django.conf import settings
     from django.core.handlers.wsgi import WSGIHandler
 
@@ -154,16 +154,15 @@ def _applications() -> dict[str, tuple[WsgiApp, bool]]:
 
     apps: dict[str, tuple[WsgiApp, bool]] = {SERVICE: (application, True)}
     chunked = {"limit": lambda: settings.DATA_UPLOAD_MAX_MEMORY_SIZE}
-    apps[ONE_CHAIN] = (with_chunked_bodies(WSGIHandler(), **chunked), True)
+    apps[ONE_CHAIN] = (with_chunked_bodies(WSGIHandler(), **chunked), False)
     complete = settings.MIDDLEWARE
     for label, left_out in WITHOUT.items():
         settings.MIDDLEWARE = [entry for entry in complete if not any(part in entry for part in left_out)]
         try:
             handler = WSGIHandler()
-            health = HEALTH_CHECK_MIDDLEWARE in settings.MIDDLEWARE
         finally:
             settings.MIDDLEWARE = complete
-        apps[label] = (with_chunked_bodies(handler, **chunked), health)
+        apps[label] = (with_chunked_bodies(handler, **chunked), False)
     apps[OWN_WORK] = (_own_work, False)
     from bench.minimal_app import application as minimal
 
@@ -302,8 +301,8 @@ def _measure(
 
 
 def _table(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    """Each variant beside Django's handler with every middleware: what the service was before its API chain
-    and fast path (core/wsgi_handlers.py, core/api/fastpath.py), and the base every other variant leaves layers off."""
+    """Each variant beside Django's handler with every middleware: the service without its edge (core/edge), and
+    the base every other variant leaves layers off."""
     header = [
         "scenario",
         "variant",
@@ -315,15 +314,16 @@ def _table(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
     base = {result["scenario"]: result["median_us"] for result in results if result["variant"] == ONE_CHAIN}
     rows = []
     for result in results:
-        whole = base[result["scenario"]]
+        # None for /healthz, which only the edge answers.
+        whole = base.get(result["scenario"])
         rows.append(
             [
                 result["scenario"],
                 result["variant"],
                 f"{result['median_us']:.0f}",
                 f"{result['trimmed_mean_us']:.0f}",
-                "" if result["variant"] == ONE_CHAIN else f"{whole - result['median_us']:.0f}",
-                f"{result['median_us'] / whole:.2f}",
+                "" if whole is None or result["variant"] == ONE_CHAIN else f"{whole - result['median_us']:.0f}",
+                "" if whole is None else f"{result['median_us'] / whole:.2f}",
             ]
         )
     return header, rows
@@ -339,7 +339,7 @@ def _markdown(data: dict[str, Any], table: tuple[list[str], list[list[str]]]) ->
             f"- Machine: {data['machine']['cpu_model']}, {data['machine']['cores']} cores; {data['machine']['os']}.",
             "- Thread CPU per call (no HTTP server; PostgreSQL's CPU not counted), the variants taking turns "
             "request by request; median and the mean of the fastest 95 %. Every variant is set beside Django's "
-            "handler with every middleware: the service before its API chain and fast path, and what the "
+            "handler with every middleware: the service without its edge, and what the "
             "`without` variants leave layers off (bench/framework.py).",
             "",
             as_markdown(table),
