@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.core.handlers.exception import convert_exception_to_response
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.http import HttpResponse
 
@@ -244,7 +245,5 @@ class HealthzEndpoint:
     middleware work can slow it or fail it."""
 
     name = "healthz"
-
-    @staticmethod
-    def respond(request) -> HttpResponse:
-        return healthz(request)
+    # As Django's handler would answer a failure of the check itself: 500 problem+json, logged.
+    respond = staticmethod(convert_exception_to_response(healthz))
