@@ -32,14 +32,23 @@ in their Citus forms: Citus refuses the PostgreSQL fetch, and sends the array fe
 shard, which would make a floor of more work than the service does there. A batch's read
 and insert go shard by shard, as the service's do. The followLinks scenarios are not for
 a Citus run: Citus refuses POSTGRES_LINK_GRAPH.
+
+The statements are written once, as steps (`Steps`): generators that yield each
+statement and get its rows back, with no connection of their own. `steps_run`
+sends them on a psycopg connection (the baseline, the WSGI minimal app) and
+`steps_run_async` on an async one (the ASGI minimal app, bench/minimal_asgi.py),
+so every floor sends the same statements with the same parameters. On Citus the
+shard-by-shard reads and COPYs of assignments/storage_citus.py take callbacks: they
+are steps of the sync connection only.
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -87,6 +96,8 @@ GROUP BY e.id, t.id, l.id
 """
 
 HOLDOUTS = "SELECT experiment_id, holdout_id FROM assignments_experimentholdout ORDER BY experiment_id, position"
+VARIANTS = "SELECT experiment_id, id, key, split, is_control FROM assignments_variant ORDER BY experiment_id, position"
+SUBJECT_TYPES = "SELECT lower(key), id FROM assignments_subjecttype WHERE status = 'active'"
 
 # (experiment pk, subject ID) -> variant pk
 Stored = dict[tuple[int, str], int]
@@ -94,6 +105,61 @@ Stored = dict[tuple[int, str], int]
 Excluded = dict[tuple[int, str], str]
 # Subject ID -> the attributes sent for it
 Attributes = Mapping[str, Mapping[str, object]]
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One statement for a driver to send, as `connection.execute(sql, params)` does: its rows come back."""
+
+    sql: str
+    params: Any = None
+
+
+T = TypeVar("T")
+# A step: a statement, or (Citus only) a function of the sync psycopg connection, whose value comes back.
+Step = Statement | Callable[[psycopg.Connection], Any]
+# Statements to send in turn, each one's rows (a list; empty for a statement that returns none) sent back into
+# the generator and a statement's error thrown into it, as a direct call would raise it; returns the outcome.
+Steps = Generator[Step, Any, T]
+
+
+def steps_run(connection: psycopg.Connection, steps: Steps[T]) -> T:
+    """The outcome of `steps`, their statements sent on a psycopg connection."""
+    result: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            step = steps.send(result) if error is None else steps.throw(error)
+        except StopIteration as stop:
+            return stop.value
+        result, error = None, None
+        try:
+            if isinstance(step, Statement):
+                cursor = connection.execute(step.sql, step.params)
+                result = cursor.fetchall() if cursor.description is not None else []
+            else:
+                result = step(connection)
+        except Exception as caught:
+            error = caught
+
+
+async def steps_run_async(connection: psycopg.AsyncConnection, steps: Steps[T]) -> T:
+    """steps_run on an async psycopg connection: the same statements, awaited. No Citus step runs here."""
+    result: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            step = steps.send(result) if error is None else steps.throw(error)
+        except StopIteration as stop:
+            return stop.value
+        result, error = None, None
+        try:
+            if not isinstance(step, Statement):
+                raise RuntimeError("a Citus step needs a sync connection (bench.baseline.steps_run)")
+            cursor = await connection.execute(step.sql, step.params)
+            result = await cursor.fetchall() if cursor.description is not None else []
+        except Exception as caught:
+            error = caught
 
 
 @dataclass(frozen=True)
@@ -136,11 +202,14 @@ class Experiment:
 
 def experiments_read(connection: psycopg.Connection) -> dict[str, Experiment]:
     """Every experiment, by lower-cased ID: what the hot path needs, read once (the service caches the same)."""
+    return steps_run(connection, experiments_steps())
+
+
+def experiments_steps() -> Steps[dict[str, Experiment]]:
+    """experiments_read's statements."""
     variants: dict[int, list[tuple[int, str, float]]] = {}
     controls: dict[int, tuple[int, str]] = {}
-    for experiment_pk, pk, key, split, is_control in connection.execute(
-        "SELECT experiment_id, id, key, split, is_control FROM assignments_variant ORDER BY experiment_id, position"
-    ):
+    for experiment_pk, pk, key, split, is_control in (yield Statement(VARIANTS)):
         variants.setdefault(experiment_pk, []).append((pk, key, split))
         if is_control:
             controls[experiment_pk] = (pk, key)
@@ -160,7 +229,7 @@ def experiments_read(connection: psycopg.Connection) -> dict[str, Experiment]:
         attributes,
         layer_salt,
         slots,
-    ) in connection.execute(EXPERIMENTS):
+    ) in (yield Statement(EXPERIMENTS)):
         experiments[pk] = Experiment(
             pk=pk,
             key=key,
@@ -184,7 +253,7 @@ def experiments_read(connection: psycopg.Connection) -> dict[str, Experiment]:
             ),
         )
     covering: dict[int, list[Experiment]] = {}
-    for experiment_pk, holdout_pk in connection.execute(HOLDOUTS):
+    for experiment_pk, holdout_pk in (yield Statement(HOLDOUTS)):
         if experiments[holdout_pk].status == "active":
             covering.setdefault(experiment_pk, []).append(experiments[holdout_pk])
     for experiment_pk, holdouts in covering.items():
@@ -237,24 +306,36 @@ def pairs_fetch(
 ) -> Stored:
     """assignments/storage.py's fetch: the head row (experiment_pk's resource_version, or the catalog's version
     without it), ignored here, then the stored variant of each (experiment pk, subject ID) pair that has one."""
-    return _fetched(connection, subjects, experiment_pk=experiment_pk)[0]
+    steps = pairs_fetch_steps(subjects, experiment_pk=experiment_pk, distributed=assignments_distributed(connection))
+    return steps_run(connection, steps)
+
+
+def pairs_fetch_steps(
+    subjects: dict[int, list[str]], *, experiment_pk: int | None = None, distributed: bool = False
+) -> Steps[Stored]:
+    """pairs_fetch's statements; `distributed`: assignments_distributed's answer for the connection."""
+    return (yield from _fetched(subjects, experiment_pk=experiment_pk, distributed=distributed))[0]
 
 
 def _fetched(
-    connection: psycopg.Connection, subjects: dict[int, list[str]], *, experiment_pk: int | None = None
-) -> tuple[Stored, Shards | None]:
+    subjects: dict[int, list[str]], *, experiment_pk: int | None, distributed: bool
+) -> Steps[tuple[Stored, Shards | None]]:
     """pairs_fetch's pairs, and on Citus the shard of each subject ID when the read went shard by shard."""
     head = [] if experiment_pk is None else [experiment_pk]
-    if assignments_distributed(connection):
+    if distributed:
         # Its filters select every experiment's row of every subject ID: only the pairs asked are kept.
         subject_ids = sorted({subject_id for ids in subjects.values() for subject_id in ids})
-        rows, shards = citus_fetch_rows(
-            lambda sql, params: connection.execute(sql, params).fetchall(),
-            head_sql=POSTGRES_HEAD_EXPERIMENT if head else POSTGRES_HEAD_CATALOG,
-            head=head,
-            experiments=list(subjects),
-            subject_ids=subject_ids,
-        )
+
+        def citus_fetch(connection: psycopg.Connection):
+            return citus_fetch_rows(
+                lambda sql, params: connection.execute(sql, params).fetchall(),
+                head_sql=POSTGRES_HEAD_EXPERIMENT if head else POSTGRES_HEAD_CATALOG,
+                head=head,
+                experiments=list(subjects),
+                subject_ids=subject_ids,
+            )
+
+        rows, shards = yield citus_fetch
         asked = {pk: set(ids) for pk, ids in subjects.items()}
         stored = {
             (pk, subject_id): variant_pk
@@ -262,7 +343,7 @@ def _fetched(
             if pk is not None and subject_id in asked[pk]
         }
         return stored, shards
-    rows = connection.execute(
+    rows = yield Statement(
         FETCH[("postgresql", experiment_pk is not None)],
         [*head, json_text({str(pk): subject_ids for pk, subject_ids in subjects.items()})],
     )
@@ -297,12 +378,31 @@ def pairs_store(
     experiments that follow links (a linked identifier's assignment carried over, source `linked`), insert,
     and a re-read of conflict losers only. Returns them, the pairs this call stored and those the gates kept
     out, each with its reason."""
+    steps = pairs_store_steps(
+        experiments,
+        subjects,
+        experiment_pk=experiment_pk,
+        attributes=attributes,
+        distributed=assignments_distributed(connection),
+    )
+    return steps_run(connection, steps)
+
+
+def pairs_store_steps(
+    experiments: Iterable[Experiment],
+    subjects: dict[int, list[str]],
+    *,
+    experiment_pk: int | None = None,
+    attributes: Attributes | None = None,
+    distributed: bool = False,
+) -> Steps[tuple[Stored, set[tuple[int, str]], Excluded]]:
+    """pairs_store's statements; `distributed`: assignments_distributed's answer for the connection."""
     by_pk = {experiment.pk: experiment for experiment in experiments}
     asked = dict(subjects)
     for pk, subject_ids in subjects.items():
         for holdout in by_pk[pk].holdouts:
             asked[holdout.pk] = list(dict.fromkeys([*asked.get(holdout.pk, []), *subject_ids]))
-    stored, shards = _fetched(connection, asked, experiment_pk=experiment_pk)
+    stored, shards = yield from _fetched(asked, experiment_pk=experiment_pk, distributed=distributed)
     missing = sorted(
         (pk, subject_id)
         for pk, subject_ids in subjects.items()
@@ -335,7 +435,7 @@ def pairs_store(
     following = [(pk, by_pk[pk].subject_type_pk, subject_id) for pk, subject_id in entering if by_pk[pk].follow_links]
     linked: Stored = {}
     if following:
-        graph = link_graph(connection.execute(POSTGRES_LINK_GRAPH, link_graph_params(following)))
+        graph = link_graph((yield Statement(POSTGRES_LINK_GRAPH, link_graph_params(following))))
         linked = linked_first(following, graph).variants
     rows = []
     for pk, subject_id in entering:
@@ -356,31 +456,40 @@ def pairs_store(
         rows = sorted([*rows, *memberships.values()], key=lambda row: (row[0], row[1]))
     if not rows:
         return stored, set(), excluded
-    if assignments_distributed(connection):
-        inserted = citus_store(
-            lambda sql, params: connection.execute(sql, params).fetchall(),
-            _copier(connection, now),
-            rows,
-            now,
-            context=connection,
-            shards=shards,
-        )
+    if distributed:
+
+        def citus_insert(connection: psycopg.Connection):
+            return citus_store(
+                lambda sql, params: connection.execute(sql, params).fetchall(),
+                _copier(connection, now),
+                rows,
+                now,
+                context=connection,
+                shards=shards,
+            )
+
+        inserted = yield citus_insert
     else:
-        cursor = connection.execute(POSTGRES_INSERT, [now, json_text(rows)])
-        inserted = {(pk, subject_id): variant_pk for pk, subject_id, variant_pk in cursor}
+        returned = yield Statement(POSTGRES_INSERT, [now, json_text(rows)])
+        inserted = {(pk, subject_id): variant_pk for pk, subject_id, variant_pk in returned}
     stored.update(inserted)
     lost: dict[int, list[str]] = {}
     for pk, subject_id, *_ in rows:
         if (pk, subject_id) not in inserted:
             lost.setdefault(pk, []).append(subject_id)
     if lost:
-        stored.update(pairs_fetch(connection, lost, experiment_pk=experiment_pk))
+        stored.update((yield from pairs_fetch_steps(lost, experiment_pk=experiment_pk, distributed=distributed)))
     return stored, set(inserted), excluded
 
 
 def subject_types_read(connection: psycopg.Connection) -> dict[str, int]:
     """The primary key of each active subject type, by its lower-cased ID."""
-    return dict(connection.execute("SELECT lower(key), id FROM assignments_subjecttype WHERE status = 'active'"))
+    return steps_run(connection, subject_types_steps())
+
+
+def subject_types_steps() -> Steps[dict[str, int]]:
+    """subject_types_read's statement."""
+    return dict((yield Statement(SUBJECT_TYPES)))
 
 
 def link_pair(subject_types: dict[str, int], subject_id: str) -> list[tuple[int, str]]:
@@ -390,8 +499,13 @@ def link_pair(subject_types: dict[str, int], subject_id: str) -> list[tuple[int,
 
 def link_store(connection: psycopg.Connection, nodes: list[tuple[int, str]]) -> None:
     """Link two (subject type pk, subject ID) nodes given in canonical order; a linked pair stays as it is."""
+    steps_run(connection, link_steps(nodes))
+
+
+def link_steps(nodes: list[tuple[int, str]]) -> Steps[None]:
+    """link_store's statement."""
     (type_a, subject_id_a), (type_b, subject_id_b) = nodes
-    connection.execute(LINK_INSERT, [type_a, subject_id_a, type_b, subject_id_b, datetime.now(UTC)])
+    yield Statement(LINK_INSERT, [type_a, subject_id_a, type_b, subject_id_b, datetime.now(UTC)])
 
 
 class BaselineWorker:

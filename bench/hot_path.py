@@ -1,4 +1,4 @@
-"""bench/run hot-path: the service as deployed, beside a minimal WSGI app and raw SQL, in one invocation.
+"""bench/run hot-path: the service as deployed, beside minimal apps and raw SQL, in one invocation.
 
 Creates a fresh database (or reuses one, --reuse-database), migrates it (on a
 Citus coordinator, --citus-workers, then distributes its tables), applies
@@ -6,17 +6,22 @@ examples/demo.yaml and bench/hot_path_resources.yaml, creates a proxy token and
 stores --seeded assignments (and, for the followLinks scenarios, identifier
 links: bench/links.py; for 1000-members, holdout members between runs:
 bench/memberships.py); counts SQL statements per request in-process; then, per
-scenario and concurrency, runs rounds of three targets on the same PostgreSQL:
-raw SQL (psycopg, no HTTP), the minimal app (bench/minimal_app.py) and the
-service, both served by `gunicorn -c deploy/gunicorn.conf.py` as deployed.
-Prints the tables and writes them to bench/results/<name>.md and .json. Exits 1
-if any request failed. See bench/README.md.
+scenario and concurrency, runs rounds of the targets on the same PostgreSQL:
+raw SQL (psycopg, no HTTP), the minimal app (bench/minimal_app.py, and
+bench/minimal_asgi.py) under the service's gunicorn command and on plain gunicorn
+sync, gthread and ASGI workers and uvicorn, the service as deployed (`gunicorn -c
+deploy/gunicorn.conf.py`), and the service's variants (--service-variant,
+--service-at). Prints the tables, the service beside the fastest minimal app among
+them, and writes them to bench/results/<name>.md and .json. Exits 1 if any request
+failed. See bench/README.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
+import shlex
 import sys
 from dataclasses import asdict, dataclass
 from importlib.metadata import version
@@ -29,6 +34,7 @@ from bench.links import LinkPool, links_outcome, links_seed
 from bench.memberships import MemberPool
 from bench.report import (
     as_text,
+    fastest_minimal_table,
     gates_table,
     gunicorn_used,
     machine,
@@ -36,10 +42,21 @@ from bench.report import (
     results_write,
     runs_table,
     statements_table,
+    targets_table,
 )
-from bench.rounds import TARGETS, Bench, HelpFormatter, bench_prepared, seeded_check, shared_arguments
+from bench.rounds import (
+    ASYNC_TARGETS,
+    TARGETS,
+    Bench,
+    HelpFormatter,
+    ServiceTarget,
+    bench_prepared,
+    seeded_check,
+    shared_arguments,
+)
 from bench.scenarios import ASSIGN, HEALTHZ, LINK, SCENARIOS, SUBJECT, Scenario
 from bench.seed import COUNTS_NOT_EXACT, table_state
+from bench.server import git_worktree
 from bench.wrk import WrkUnavailable, supported, wrk_path
 from devtools import PROJECT_DIR
 
@@ -61,11 +78,17 @@ scenarios (one request each; new subjects and pairs are new in the database what
   to bench-layered, in a layer and covered by two holdouts, beside 1000-new-user.
 
 The defaults run everything: 3 rounds at 16 and at 64 clients on 1,000,000 seeded
-assignments and --linked-users' links, about an hour and a half on 2 cores. A quick look:
-  bench/run hot-path --seeded 20000 --duration 3 --warmup 1 --repeat 1 --concurrency 16 --results-name dev
-Both HTTP targets run `gunicorn -c deploy/gunicorn.conf.py` with its defaults except for --workers and
---threads; other GUNICORN_* variables of the environment (GUNICORN_ACCESS_LOG=true, ...) reach them,
-and the results name what gunicorn resolved.
+assignments and --linked-users' links, every target, about three and a half hours on 2 cores. A quick look:
+  bench/run hot-path --seeded 20000 --duration 3 --warmup 1 --repeat 1 --concurrency 16 --targets minimal,service \\
+      --results-name dev
+The service against the fastest minimal app on any server (the outside check's comparison):
+  bench/run hot-path --load wrk --targets minimal-sync,minimal-gthread,minimal-asgi,minimal-uvicorn,service ...
+The service and `minimal` run `gunicorn -c deploy/gunicorn.conf.py` with its defaults except for --workers
+and --threads; other GUNICORN_* variables of the environment (GUNICORN_ACCESS_LOG=true, ...) reach them,
+and the results name what gunicorn resolved and every target's start command.
+Before and after, side by side in one run: the service with gunicorn options added, and from another revision:
+  --service-variant python-parser=--http-parser=python   (target service-python-parser)
+  --service-at before=HEAD~1                              (target service-before, a git worktree)
 Keep the seeded database for the next runs:
   bench/run hot-path --reuse-database ...   (creates it the first time, keeps it, seeds only what it lacks)
 On a local Citus cluster's coordinator (the followLinks scenarios' raw SQL does not run there):
@@ -114,6 +137,27 @@ def arguments(argv: list[str]) -> argparse.Namespace:
         help="with --citus-workers: distribute_tables --shard-count (default: Citus's, 32)",
     )
     parser.add_argument(
+        "--service-variant",
+        action="append",
+        default=[],
+        type=_service_variant,
+        metavar="NAME=ARGS",
+        help="also run the service with these gunicorn command-line settings added (shell words, after the "
+        "config file's: they rank above it) as target service-NAME, with the deployment's connections; "
+        "repeatable. E.g. python-parser=--http-parser=python",
+    )
+    parser.add_argument(
+        "--service-at",
+        action="append",
+        default=[],
+        type=_service_at,
+        metavar="NAME=REV",
+        help="also run the service of git revision REV as target service-NAME: `gunicorn -c "
+        "deploy/gunicorn.conf.py` in a detached git worktree of it (removed at the end; the application named when "
+        "its config file names none), with this virtualenv, database (the same schema assumed) and token; "
+        "repeatable",
+    )
+    parser.add_argument(
         "--reuse-database",
         action="store_true",
         help="use the database if it exists (seeding only the subjects it lacks) and keep it at the end",
@@ -123,7 +167,6 @@ def arguments(argv: list[str]) -> argparse.Namespace:
         duration=10.0,
         concurrency=[16, 64],
         scenarios=list(SCENARIOS),
-        targets=list(TARGETS),
         connections=list(DEFAULT_MODES),
         count_triggers=["on"],
         repeat=3,
@@ -131,6 +174,15 @@ def arguments(argv: list[str]) -> argparse.Namespace:
     )
     args = parser.parse_args(argv)
     seeded_check(parser, args)
+    if args.targets is None:
+        # Every target but, on Citus, the ASGI minimal app, whose async statements have no Citus form.
+        args.targets = [target for target in TARGETS if not (args.citus_workers and target in ASYNC_TARGETS)]
+    if args.citus_workers and set(args.targets) & set(ASYNC_TARGETS):
+        parser.error(f"{', '.join(ASYNC_TARGETS)} do not run on Citus (bench/minimal_asgi.py)")
+    names = [name for name, _ in args.service_variant + args.service_at]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        parser.error(f"--service-variant and --service-at: each NAME once ({', '.join(repeated)} repeated)")
     if args.linked_users < 1:
         parser.error("--linked-users must be at least 1")
     if args.citus_workers < 0:
@@ -148,18 +200,59 @@ def arguments(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+_NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
+
+
+def _named(raw: str, option: str) -> tuple[str, str]:
+    name, equals, value = raw.partition("=")
+    if not equals or not _NAME.fullmatch(name) or not value.strip():
+        raise argparse.ArgumentTypeError(f"{option}: NAME=VALUE, NAME of a-z, 0-9 and - (got {raw!r})")
+    return name, value
+
+
+def _service_variant(raw: str) -> tuple[str, tuple[str, ...]]:
+    name, value = _named(raw, "--service-variant")
+    return name, tuple(shlex.split(value))
+
+
+def _service_at(raw: str) -> tuple[str, str]:
+    return _named(raw, "--service-at")
+
+
+@contextlib.contextmanager
+def service_targets(args: argparse.Namespace):
+    """The service's variants of --service-variant and --service-at, by target name; the worktrees of the
+    revisions exist until the end."""
+    with contextlib.ExitStack() as stack:
+        services = {
+            f"service-{name}": ServiceTarget(name=f"service-{name}", options=options)
+            for name, options in args.service_variant
+        }
+        for name, revision in args.service_at:
+            root, commit = stack.enter_context(git_worktree(revision))
+            print(f"service-{name}: {revision} ({commit}) in a git worktree at {root}", flush=True)
+            services[f"service-{name}"] = ServiceTarget(
+                name=f"service-{name}", root=root, revision=revision, commit=commit
+            )
+        yield services
+
+
 def main(argv: list[str]) -> int:
     args = arguments(argv)
-    with bench_prepared(
-        args,
-        CONFIGS,
-        seeded=args.seeded,
-        citus_workers=args.citus_workers,
-        shard_count=args.shard_count,
-        reuse=args.reuse_database,
-    ) as ready:
+    with (
+        service_targets(args) as services,
+        bench_prepared(
+            args,
+            CONFIGS,
+            seeded=args.seeded,
+            citus_workers=args.citus_workers,
+            shard_count=args.shard_count,
+            reuse=args.reuse_database,
+        ) as ready,
+    ):
         database_url, seed = ready.database_url, ready.seed
         bench = Bench(args, ready.server, database_url, ready.token, workers=ready.citus_workers)
+        bench.services = services
         scenarios = [SCENARIOS[key] for key in args.scenarios]
         links = None
         if any(scenario.linked_every for scenario in scenarios):
@@ -194,7 +287,11 @@ def main(argv: list[str]) -> int:
                 "warmup": args.warmup,
                 "duration": args.duration,
                 "repeat": args.repeat,
-                "targets": args.targets,
+                "targets": args.targets + list(services),
+                "services": {
+                    name: {"options": list(target.options), "revision": target.revision, "commit": target.commit}
+                    for name, target in services.items()
+                },
                 "connections": args.connections,
                 "count_triggers": args.count_triggers,
                 "reused_database": ready.reused,
@@ -206,6 +303,12 @@ def main(argv: list[str]) -> int:
             "statements": [asdict(count) for count in counts],
         }
         print("\nRaw SQL, minimal app and service (medians over rounds)\n" + as_text(main_table(runs)))
+        if fastest_minimal_table(runs)[1]:
+            print(
+                "\nThe service and the fastest minimal app on any server (medians over rounds; cpu ms per request)\n"
+                + as_text(fastest_minimal_table(runs))
+            )
+        print("\nEvery target (medians over rounds)\n" + as_text(targets_table(runs)))
         if gates_table(runs)[1]:
             print("\nWith gates and without (medians over rounds)\n" + as_text(gates_table(runs)))
         print("\nEvery run (cpu ms per request: app = gunicorn workers, db = PostgreSQL backends)\n")

@@ -15,6 +15,11 @@ row). Attributes go to assignments/gates.py's gates through pairs_store, as in t
 service: a subject they keep out gets the control and is listed with its reason. Their
 values are not checked against the types the subject type declares, which the service
 does. /healthz touches no database.
+
+The routes are written once, as bench/baseline.py's steps (generators that yield
+each statement and get its rows back): this module's WSGI `application` sends them
+on its thread's connection, bench/minimal_asgi.py's ASGI one on a connection of its
+async pool, so both apps answer alike with the same statements.
 """
 
 from __future__ import annotations
@@ -25,7 +30,17 @@ import threading
 
 import psycopg
 
-from bench.baseline import Experiment, experiments_read, link_store, pairs_fetch, pairs_store, subject_types_read
+from bench.baseline import (
+    Experiment,
+    Steps,
+    assignments_distributed,
+    experiments_steps,
+    link_steps,
+    pairs_fetch_steps,
+    pairs_store_steps,
+    steps_run,
+    subject_types_steps,
+)
 
 AUTHORIZATION = f"Bearer {os.environ['BENCH_TOKEN']}"
 _local = threading.local()
@@ -43,15 +58,15 @@ def _connection() -> psycopg.Connection:
     return _local.connection
 
 
-def _catalog(connection: psycopg.Connection) -> dict[str, Experiment]:
+def _catalog() -> Steps[dict[str, Experiment]]:
     if not _experiments:
-        _experiments.update(experiments_read(connection))
+        _experiments.update((yield from experiments_steps()))
     return _experiments
 
 
-def _types(connection: psycopg.Connection) -> dict[str, int]:
+def _types() -> Steps[dict[str, int]]:
     if not _subject_types:
-        _subject_types.update(subject_types_read(connection))
+        _subject_types.update((yield from subject_types_steps()))
     return _subject_types
 
 
@@ -61,20 +76,27 @@ def _attributes(value: object) -> dict:
     return value
 
 
-def assign(body: dict) -> dict:
+# Each route: the answer's steps for a request's body (bench/baseline.py's), with `distributed` the answer of
+# assignments_distributed for the connection that sends them.
+
+
+def assign(body: dict, *, distributed: bool) -> Steps[dict]:
     experiment_id, subject_ids = body.get("experiment_id"), body.get("subject_ids")
     if not isinstance(experiment_id, str) or not isinstance(subject_ids, list) or not subject_ids:
         raise Invalid("experiment_id must be a string and subject_ids a non-empty list")
     if not all(isinstance(subject_id, str) for subject_id in subject_ids):
         raise Invalid("subject_ids must be strings")
     attributes = _attributes(body.get("attributes", {}))
-    connection = _connection()
-    experiment = _catalog(connection).get(experiment_id.lower())
+    experiment = (yield from _catalog()).get(experiment_id.lower())
     if experiment is None:
         raise LookupError(f"no experiment {experiment_id!r}")
     distinct = list(dict.fromkeys(subject_ids))
-    stored, _, excluded = pairs_store(
-        connection, [experiment], {experiment.pk: distinct}, experiment_pk=experiment.pk, attributes=attributes
+    stored, _, excluded = yield from pairs_store_steps(
+        [experiment],
+        {experiment.pk: distinct},
+        experiment_pk=experiment.pk,
+        attributes=attributes,
+        distributed=distributed,
     )
     if not excluded:
         return {
@@ -93,7 +115,7 @@ def assign(body: dict) -> dict:
     return answer
 
 
-def assign_subject(body: dict) -> dict:
+def assign_subject(body: dict, *, distributed: bool) -> Steps[dict]:
     """One subject in the experiments named (or every active one of its types), active experiments only."""
     subject, named, store = body.get("subject"), body.get("experiments"), body.get("assign", True)
     if not isinstance(subject, dict) or not subject or not all(isinstance(v, str) for v in subject.values()):
@@ -101,8 +123,7 @@ def assign_subject(body: dict) -> dict:
     attributes = body.get("attributes", {})
     if not isinstance(attributes, dict):
         raise Invalid("attributes must be an object")
-    connection = _connection()
-    catalog, types = _catalog(connection), _types(connection)
+    catalog, types = (yield from _catalog()), (yield from _types())
     try:
         identifiers = {types[type_id.lower()]: subject_id for type_id, subject_id in subject.items()}
     except KeyError:
@@ -124,9 +145,11 @@ def assign_subject(body: dict) -> dict:
     if store is True:
         # One subject: each of its identifiers has the request's attributes.
         sent = dict.fromkeys(identifiers.values(), attributes)
-        stored, created, excluded = pairs_store(connection, assignable, subjects, attributes=sent)
+        stored, created, excluded = yield from pairs_store_steps(
+            assignable, subjects, attributes=sent, distributed=distributed
+        )
     else:
-        stored, created, excluded = pairs_fetch(connection, subjects), set(), {}
+        stored, created, excluded = (yield from pairs_fetch_steps(subjects, distributed=distributed)), set(), {}
     answer: dict = {"assignments": {}, "new_assignments": [], "unassigned": {}}
     for experiment in experiments:
         subject_id = identifiers.get(experiment.subject_type_pk)
@@ -144,46 +167,68 @@ def assign_subject(body: dict) -> dict:
     return answer
 
 
-def link(body: dict) -> dict:
+def link(body: dict, *, distributed: bool) -> Steps[dict]:
     identifiers = body.get("identifiers")
     if not isinstance(identifiers, list) or len(identifiers) != 2:
         raise Invalid("identifiers must be a list of 2")
-    connection = _connection()
-    types = _types(connection)
+    types = yield from _types()
     try:
         nodes = sorted((types[item["subject_type"].lower()], item["subject_id"]) for item in identifiers)
     except (AttributeError, KeyError, TypeError):
         raise Invalid("each identifier needs an active subject_type and a subject_id") from None
     if nodes[0] == nodes[1] or not all(isinstance(subject_id, str) for _, subject_id in nodes):
         raise Invalid("two different string subject IDs are needed")
-    link_store(connection, nodes)
+    yield from link_steps(nodes)
     return {"success": True}
 
 
 ROUTES = {"/experiment-assignments": assign, "/assignments": assign_subject, "/id-link": link}
 
 
-def _answer(environ) -> tuple[str, dict]:
-    method, path = environ["REQUEST_METHOD"], environ["PATH_INFO"]
+def answer_without_body(method: str, path: str, authorization: str | None) -> tuple[str, dict] | None:
+    """The answer of a request that needs no body read (/healthz, an unknown route, a wrong token); None for
+    the others, which answer_steps answers."""
     if path == "/healthz" and method == "GET":
         return "200 OK", {"status": "ok"}
     if path not in ROUTES or method != "POST":
         return "404 Not Found", {"code": "not_found"}
-    if environ.get("HTTP_AUTHORIZATION") != AUTHORIZATION:
+    if authorization != AUTHORIZATION:
         return "401 Unauthorized", {"code": "not_authenticated"}
+    return None
+
+
+def answer_steps(path: str, read_body, *, distributed: bool) -> Steps[tuple[str, dict]]:
+    """The status and the body of the answer to a request of a route, read_body() giving its body."""
     try:
-        body = json.loads(environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0)))
+        body = json.loads(read_body())
         if not isinstance(body, dict):
             raise Invalid("the body must be a JSON object")
-        return "200 OK", ROUTES[path](body)
+        return "200 OK", (yield from ROUTES[path](body, distributed=distributed))
     except LookupError as error:
         return "404 Not Found", {"code": "experiment_not_found", "detail": str(error)}
     except ValueError as error:
         return "400 Bad Request", {"code": "invalid_request", "detail": str(error)}
 
 
+def encoded(body: dict) -> bytes:
+    return json.dumps(body).encode()
+
+
+def _answer(environ) -> tuple[str, dict]:
+    path = environ["PATH_INFO"]
+    answer = answer_without_body(environ["REQUEST_METHOD"], path, environ.get("HTTP_AUTHORIZATION"))
+    if answer is not None:
+        return answer
+    connection = _connection()
+
+    def read_body() -> bytes:
+        return environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+
+    return steps_run(connection, answer_steps(path, read_body, distributed=assignments_distributed(connection)))
+
+
 def application(environ, start_response):
     status, body = _answer(environ)
-    content = json.dumps(body).encode()
+    content = encoded(body)
     start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(content)))])
     return [content]

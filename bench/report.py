@@ -158,6 +158,150 @@ def _service_ratio(runs: list[dict[str, Any]], service: dict[str, Any] | None) -
     return "n/a" if ratio is None else f"{ratio:.2f}"
 
 
+def is_minimal(target: str) -> bool:
+    """The minimal app on one of its servers: minimal, minimal-sync, minimal-gthread, minimal-asgi, ..."""
+    return target == "minimal" or target.startswith("minimal-")
+
+
+def is_service(target: str) -> bool:
+    """The service, or a variant of it run beside it (service-<name>: other gunicorn options, another revision)."""
+    return target == "service" or target.startswith("service-")
+
+
+def _fastest_minimal(group: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Of the medians of one scenario, concurrency and trigger state, the minimal target of the most throughput."""
+    minimal = [run for run in group if is_minimal(run["target"]) and throughput(run)]
+    return max(minimal, key=throughput, default=None)
+
+
+def _same_place(run: dict[str, Any], other: dict[str, Any]) -> bool:
+    return (run["scenario"], run["concurrency"], run["count_triggers"]) == (
+        other["scenario"],
+        other["concurrency"],
+        other["count_triggers"],
+    )
+
+
+def _ratio_to(runs: list[dict[str, Any]], run: dict[str, Any], reference: dict[str, Any]) -> float | None:
+    """per_round_ratio of the runs of one median record to those of another, of the same place."""
+    return per_round_ratio(
+        (each for each in runs if each["label"] == run["label"] and _same_place(each, run)),
+        (each for each in runs if each["label"] == reference["label"] and _same_place(each, reference)),
+    )
+
+
+def _places(runs: list[dict[str, Any]]) -> dict[tuple[str, int, str], list[dict[str, Any]]]:
+    """The medians over rounds, by scenario, concurrency and trigger state."""
+    groups: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
+    for run in medians(runs):
+        groups.setdefault((run["scenario"], run["concurrency"], run["count_triggers"]), []).append(run)
+    return groups
+
+
+def _scenario_name(scenario: str, count_triggers: str) -> str:
+    return scenario if count_triggers == "on" else f"{scenario} (count triggers off)"
+
+
+def fastest_minimal_table(runs: list[dict[str, Any]]) -> Table:
+    """Per scenario and concurrency, each service target beside the fastest minimal app on any server (medians
+    over rounds), and the median over rounds of the service's throughput ÷ that minimal target's in the same
+    round: the comparison an outside check makes with the fastest minimal app it can build.
+
+    cpu ms per request: app = the target's server processes (gunicorn's or uvicorn's workers), db = the
+    PostgreSQL backends. A row for each service target: service, its --connections variations and its
+    --service-variant and --service-at targets.
+    """
+    header = [
+        "scenario",
+        "clients",
+        "unit",
+        "fastest minimal",
+        "its throughput",
+        "its cpu ms/req app",
+        "db",
+        "service target",
+        "throughput",
+        "service ÷ fastest minimal (per round, median)",
+        "cpu ms/req app",
+        "db",
+        "service p99 ms",
+    ]
+    rows = []
+    for (scenario, concurrency, count_triggers), group in _places(runs).items():
+        fastest = _fastest_minimal(group)
+        if fastest is None:
+            continue
+        for service in [run for run in group if is_service(run["target"])] or [None]:
+            ratio = None if service is None else _ratio_to(runs, service, fastest)
+            cpu = (service or {}).get("cpu_ms_per_request", {})
+            rows.append(
+                [
+                    _scenario_name(scenario, count_triggers),
+                    str(concurrency),
+                    unit(fastest),
+                    fastest["label"],
+                    number(throughput(fastest), 0),
+                    number(fastest["cpu_ms_per_request"]["app"], 2),
+                    number(fastest["cpu_ms_per_request"]["db"], 2),
+                    "n/a" if service is None else service["label"],
+                    number(throughput(service), 0),
+                    "n/a" if ratio is None else f"{ratio:.2f}",
+                    number(cpu.get("app"), 2),
+                    number(cpu.get("db"), 2),
+                    number(service and service["p99_ms"], 2),
+                ]
+            )
+    return header, rows
+
+
+def targets_table(runs: list[dict[str, Any]]) -> Table:
+    """Every target of every scenario and concurrency (medians over rounds), the fastest minimal app marked, and
+    each target's throughput ÷ the fastest minimal app's (median over rounds of the ratio within a round)."""
+    header = [
+        "scenario",
+        "clients",
+        "target",
+        "unit",
+        "throughput",
+        "÷ fastest minimal",
+        "p50 ms",
+        "p99 ms",
+        "cpu ms/req app",
+        "db",
+        "client",
+        "errors",
+    ]
+    rows = []
+    for (scenario, concurrency, count_triggers), group in _places(runs).items():
+        fastest = _fastest_minimal(group)
+        for run in group:
+            ratio = None if fastest is None or run["target"] == "baseline" else _ratio_to(runs, run, fastest)
+            rows.append(
+                [
+                    _scenario_name(scenario, count_triggers),
+                    str(concurrency),
+                    run["label"] + (" (fastest minimal)" if run is fastest else ""),
+                    unit(run),
+                    number(throughput(run), 0),
+                    "n/a" if ratio is None else f"{ratio:.2f}",
+                    number(run["p50_ms"], 2),
+                    number(run["p99_ms"], 2),
+                    *(number(run["cpu_ms_per_request"][part], 2) for part in CPU_PARTS),
+                    str(run["errors"]),
+                ]
+            )
+    return header, rows
+
+
+def commands_table(runs: list[dict[str, Any]]) -> Table:
+    """Each HTTP target's start command ($PORT: a free port per run), as its first run had it."""
+    commands: dict[str, str] = {}
+    for run in runs:
+        if run.get("command"):
+            commands.setdefault(run["label"], run["command"])
+    return ["target", "command"], [[label, f"`{command}`"] for label, command in commands.items()]
+
+
 def main_table(runs: list[dict[str, Any]]) -> Table:
     """Per scenario and concurrency, the three targets side by side (medians over rounds).
 
@@ -165,8 +309,10 @@ def main_table(runs: list[dict[str, Any]]) -> Table:
     per second otherwise; raw SQL has no /healthz. Latency and CPU are the
     service's: app is its gunicorn workers, db the PostgreSQL backends, per
     request. Errors add up every run of the row's targets. A service variation
-    (--connections) or count trigger state other than the default gets a row of
-    its own, beside the raw SQL and minimal app runs of the same trigger state.
+    (--connections, --service-variant, --service-at) or count trigger state other
+    than the default gets a row of its own, beside the raw SQL and minimal app runs
+    of the same trigger state. The minimal app is the `minimal` target, under the
+    service's own gunicorn command: fastest_minimal_table compares with the others.
     """
     header = [
         "scenario",
@@ -190,9 +336,17 @@ def main_table(runs: list[dict[str, Any]]) -> Table:
     for (scenario, concurrency, count_triggers), targets in groups.items():
         (baseline,) = targets.get("baseline", [None])
         (minimal,) = targets.get("minimal", [None])
-        for service in targets.get("service", [None]):
-            any_run = next(run for run in (service, minimal, baseline) if run is not None)
-            variant = [] if service is None or service["connections"] == DEPLOYMENT else [service["connections"]]
+        services = [run for target, found in targets.items() if is_service(target) for run in found]
+        for service in services or [None]:
+            any_run = next((run for run in (service, minimal, baseline) if run is not None), None)
+            if any_run is None:
+                continue
+            if service is None or (service["target"] == "service" and service["connections"] == DEPLOYMENT):
+                variant = []
+            elif service["target"] == "service":
+                variant = [service["connections"]]
+            else:
+                variant = [service["label"]]
             variant += [] if count_triggers == "on" else ["count triggers off"]
             name = f"{scenario} ({', '.join(variant)})" if variant else scenario
             cpu = (service or {}).get("cpu_ms_per_request", {})
@@ -379,11 +533,12 @@ def gunicorn_used(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _gunicorn_text(entry: dict[str, Any]) -> str:
     settings = entry["settings"]
+    parser = f", HTTP parser {settings['http_parser']}" if settings.get("http_parser") else ""
     return (
         f"{settings['worker_class']}, {settings['workers']} workers x {settings['threads']} threads, "
         f"keepalive {settings['keepalive']} s, max_requests {settings['max_requests']}, "
         f"preload {'on' if settings['preload_app'] else 'off'}, "
-        f"access log {'on' if settings['access_log'] else 'off'} ({', '.join(entry['targets'])})"
+        f"access log {'on' if settings['access_log'] else 'off'}{parser} ({', '.join(entry['targets'])})"
     )
 
 
@@ -437,9 +592,10 @@ def results_markdown(results: dict[str, Any]) -> str:
         "",
         "## Setup",
         "",
-        "- Both HTTP targets: `gunicorn -c deploy/gunicorn.conf.py <app>` (service: config.wsgi with "
-        "config.settings, DEBUG=false; minimal app: bench/minimal_app.py), output to var/bench-gunicorn.log; "
-        "clients on the same machine, each client process keeping its connection open.",
+        "- The service: `gunicorn -c deploy/gunicorn.conf.py` (config.wsgi with config.settings, DEBUG=false); "
+        "the minimal app (bench/minimal_app.py, bench/minimal_asgi.py) under the same command (`minimal`) and on "
+        "other servers; every target's start command is under Targets. Output to var/bench-gunicorn.log; "
+        "clients on the same machine, each client keeping its connection open where the server lets it.",
         f"- assignments_assignment: {seed['assignments']:,} rows at the start ({seed['copied']:,} seeded by COPY "
         f"in {seed['seconds']:.0f} s), {end['assignments']:,} at the end; reads draw from {seed['seeded']:,} "
         f"seeded subjects; assignment counts exact at the start {yes(seed['counts_exact'])}, at the end "
@@ -450,6 +606,16 @@ def results_markdown(results: dict[str, Any]) -> str:
         "each; tables other than the last show each target's median.",
         "",
         *markdown_section("## Raw SQL, minimal app and service", main_table(results["runs"])),
+        *_section_if_rows(
+            "## The service and the fastest minimal app (on any server)", fastest_minimal_table(results["runs"])
+        ),
+        *_section_if_rows("## Every target (medians over rounds)", targets_table(results["runs"])),
+        *_section_if_rows(
+            "## Targets: start commands\n\nEach in the deployment's environment (DATABASE_URL of the bench database, "
+            "SECRET_KEY, DEBUG=false, ALLOWED_HOSTS, DJANGO_SETTINGS_MODULE=config.settings) with the variables "
+            "shown; $TOKEN is the run's proxy token, $PORT a free port, $WORKTREE the git worktree named.",
+            commands_table(results["runs"]),
+        ),
         *_section_if_rows(
             "## With gates and without (each gated scenario beside the same request to an experiment without gates)",
             gates_table(results["runs"]),

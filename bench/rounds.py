@@ -1,10 +1,14 @@
-"""The hot path under load: the raw-SQL baseline, the minimal app and the service, measured alike.
+"""The hot path under load: the raw-SQL baseline, the minimal apps and the service, measured alike.
 
 Shared by the hot-path, admin and metrics benchmarks: their common options and
 the rounds of runs (CPU, transactions and latency of each target at each
 concurrency, with the count triggers on or off).
-Both HTTP targets run as deployed: gunicorn with deploy/gunicorn.conf.py
-(bench/server.py), the service with the product's settings (config.settings).
+The service runs as deployed: gunicorn with deploy/gunicorn.conf.py
+(bench/server.py) and the product's settings (config.settings); the minimal app
+under that same command (minimal) and on the other servers an outside check may
+pick (minimal-sync, minimal-gthread, minimal-asgi, minimal-uvicorn); and, as
+targets of their own, the service with other gunicorn options or from another
+git revision (ServiceTarget).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import os
 import secrets
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +37,15 @@ from bench.pools import Pool
 from bench.preparation import Prepared, prepared
 from bench.profile import profile_summary, profilers_start, py_spy_path
 from bench.scenarios import ASSIGN, EXPERIMENT_ID, HEALTHZ, SCENARIOS, SUBJECT, Scenario, SubjectIds
-from bench.server import MINIMAL_APP, gunicorn, worker_pids
+from bench.server import ServerCommand, gunicorn_printed, http_server, minimal_command, service_command, worker_pids
 from bench.wrk import wrk_run
 from devtools import PROJECT_DIR
-from devtools.gunicorn import SERVICE_APP, gunicorn_settings
 
-# In the order each round runs them.
-TARGETS = ("baseline", "minimal", "service")
+# In the order each round runs them; the service's variants (ServiceTarget) come after the service.
+TARGETS = ("baseline", "minimal", "minimal-sync", "minimal-gthread", "minimal-asgi", "minimal-uvicorn", "service")
+# The minimal app on each server (bench/server.py's minimal_command); the ASGI ones on an async pool, not on Citus.
+MINIMAL_TARGETS = tuple(target for target in TARGETS if target.startswith("minimal"))
+ASYNC_TARGETS = ("minimal-asgi", "minimal-uvicorn")
 COUNT_TRIGGER_STATES = ("on", "off")
 LOADS = ("python", "wrk")
 
@@ -89,13 +95,16 @@ def shared_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workers",
         type=int,
-        help="gunicorn worker processes of both HTTP targets, passed as GUNICORN_WORKERS "
-        "(default: what deploy/gunicorn.conf.py gives)",
+        help="gunicorn worker processes of the service, passed as GUNICORN_WORKERS, and of the minimal, "
+        "minimal-gthread and minimal-asgi targets, which take the service's (default: what "
+        "deploy/gunicorn.conf.py gives; minimal-sync and minimal-uvicorn have their own: bench/server.py)",
     )
     parser.add_argument(
         "--threads",
         type=int,
-        help="threads per gunicorn worker, passed as GUNICORN_THREADS (default: what deploy/gunicorn.conf.py gives)",
+        help="threads per gunicorn worker of the service, passed as GUNICORN_THREADS, and of minimal and "
+        "minimal-gthread; the connections of minimal-asgi's and minimal-uvicorn's pool per process "
+        "(default: what deploy/gunicorn.conf.py gives)",
     )
     parser.add_argument(
         "--concurrency",
@@ -111,7 +120,11 @@ def shared_arguments(parser: argparse.ArgumentParser) -> None:
             "--targets",
             TARGETS,
             "comma-separated, from baseline (raw SQL over psycopg, no HTTP), minimal (bench/minimal_app.py: "
-            "plain WSGI under the same gunicorn) and service (config.wsgi under gunicorn, as deployed)",
+            "plain WSGI under the service's own gunicorn command), minimal-sync and minimal-gthread (the same app "
+            "on plain gunicorn sync and gthread workers), minimal-asgi (bench/minimal_asgi.py, the same answers "
+            "and statements on a psycopg async pool, under gunicorn's ASGI worker with uvloop), minimal-uvicorn "
+            "(the same ASGI app on uvicorn, uvloop and httptools) and service (config.wsgi under gunicorn, as "
+            "deployed); the start command of each is in the results",
         ),
         (
             "--connections",
@@ -170,6 +183,22 @@ def bench_prepared(
     )
 
 
+@dataclass(frozen=True)
+class ServiceTarget:
+    """The service as a target of its own beside `service`: with gunicorn options added (--service-variant) or
+    from another git revision's worktree (--service-at), with this checkout's virtualenv, database and token."""
+
+    name: str
+    options: tuple[str, ...] = ()
+    root: Path = PROJECT_DIR
+    revision: str | None = None
+    commit: str | None = None
+
+    def command(self) -> ServerCommand:
+        source = None if self.revision is None else f"git worktree of {self.revision} ({self.commit})"
+        return service_command(root=self.root, options=self.options, source=source)
+
+
 def _run_record(
     scenario: Scenario,
     concurrency: int,
@@ -179,6 +208,7 @@ def _run_record(
     target: str,
     connections: str | None,
     gunicorn_used: dict[str, Any] | None,
+    command: str | None,
     result: LoadResult,
     prefix: str,
     transactions: int,
@@ -206,6 +236,8 @@ def _run_record(
         "count_triggers": count_triggers,
         "label": label if count_triggers == "on" else f"{label}, count triggers off",
         "gunicorn": gunicorn_used,
+        # How the target's server started, $PORT a free port.
+        "command": command,
         "duration": result.duration,
         # Of the subject IDs the run asked for: its rows are found by it.
         "prefix": prefix,
@@ -276,6 +308,12 @@ class Bench:
         # Every experiment's configuration, read when the rounds start: what the HTTP load workers check
         # their answers against.
         self.catalog: dict[str, Experiment] = {}
+        # The service's variants, by target name (service-<name>); bench/run hot-path sets them.
+        self.services: dict[str, ServiceTarget] = {}
+        # The service's workers and threads as gunicorn resolves them, which the minimal targets take.
+        self._service_size: tuple[int, int] | None = None
+        # The targets whose start command was printed.
+        self._announced: set[str] = set()
 
     def _experiments(self, scenario: Scenario) -> list[Experiment]:
         if scenario.kind == ASSIGN:
@@ -420,6 +458,7 @@ class Bench:
             target="baseline",
             connections=None,
             gunicorn_used=None,
+            command=None,
             result=result,
             prefix=prefix,
             transactions=self._transactions_since(before),
@@ -427,6 +466,24 @@ class Bench:
             db_cpu=db.processes,
             machine_busy_cores=db.machine_busy_cores,
         )
+
+    def service_size(self) -> tuple[int, int]:
+        """The service's gunicorn workers and threads (deploy/gunicorn.conf.py with --workers and --threads),
+        asked of gunicorn once."""
+        if self._service_size is None:
+            settings = gunicorn_printed(service_command(), self._env("service", DEPLOYMENT))
+            self._service_size = settings["workers"], settings["threads"]
+        return self._service_size
+
+    def _command(self, target: str, env: dict[str, str]) -> ServerCommand:
+        """How the target's server starts; its environment additions for the minimal apps are in env already."""
+        if target == "service":
+            return service_command()
+        if target in self.services:
+            return self.services[target].command()
+        workers, threads = self.service_size()
+        shown = {name: "$TOKEN" if name == "BENCH_TOKEN" else env[name] for name in MINIMAL_ENV if name in env}
+        return minimal_command(target, workers=workers, threads=threads, env=shown)
 
     def _env(self, target: str, connections: str | None) -> dict[str, str]:
         """The deployment's environment (README, docs/how-to/deploy.md) for one HTTP target."""
@@ -444,8 +501,10 @@ class Bench:
             env["GUNICORN_WORKERS"] = str(self.args.workers)
         if self.args.threads is not None:
             env["GUNICORN_THREADS"] = str(self.args.threads)
-        if target == "minimal":
+        if target in MINIMAL_TARGETS:
             env["BENCH_TOKEN"] = self.token
+            if target in ASYNC_TARGETS:
+                env["BENCH_POOL_SIZE"] = str(self.service_size()[1])
         elif connections != DEPLOYMENT:
             env.update(DJANGO_SETTINGS_MODULE="bench.settings", BENCH_DB_CONNECTIONS=connections)
         return env
@@ -459,23 +518,27 @@ class Bench:
         count_triggers: str,
         connections: str | None = None,
     ) -> dict[str, Any]:
-        """One run of the minimal app or the service under gunicorn, started for it and stopped after it."""
-        application = MINIMAL_APP if target == "minimal" else SERVICE_APP
+        """One run of an HTTP target (a minimal app or the service), its server started for it and stopped
+        after it."""
         env = self._env(target, connections)
-        settings = gunicorn_settings(app=application, env=env)
+        command = self._command(target, env)
+        settings = gunicorn_printed(command, env) if command.gunicorn else None
         # The pool of a connection variation holds as many connections as a worker has threads.
-        env["BENCH_THREADS"] = str(settings.threads)
-        prefix = self._prefix(
-            scenario, _label(target, connections) + _state_suffix(count_triggers), concurrency, round_number
-        )
+        env["BENCH_THREADS"] = str(settings["threads"] if settings else self.service_size()[1])
+        label = _label(target, connections)
+        if label not in self._announced:
+            self._announced.add(label)
+            print(f"  {label}: {command.text()}", flush=True)
+        prefix = self._prefix(scenario, label + _state_suffix(count_triggers), concurrency, round_number)
         before = self.server.transactions(self.args.database)
-        with gunicorn(app=application, env=env, settings=settings, log_path=self.log_path) as http_server:
+        workers = settings["workers"] if settings else command.workers
+        with http_server(command=command, env=env, workers=workers, log_path=self.log_path) as target_server:
 
             def make_worker(index: int) -> HttpWorker:
                 ids = self.subject_ids(scenario, prefix, index)
                 return HttpWorker(
-                    host=http_server.host,
-                    port=http_server.port,
+                    host=target_server.host,
+                    port=target_server.port,
                     token=self.token,
                     scenario=scenario,
                     subject_ids=ids,
@@ -484,7 +547,7 @@ class Bench:
 
             def drive(on_start, on_end) -> LoadResult:
                 return wrk_run(
-                    url=f"http://{http_server.host}:{http_server.port}",
+                    url=f"http://{target_server.host}:{target_server.port}",
                     scenario=scenario,
                     token=self.token,
                     prefix=prefix,
@@ -499,9 +562,9 @@ class Bench:
             result, app, db = self._measure(
                 make_worker=make_worker,
                 concurrency=concurrency,
-                app_pids=lambda: worker_pids(http_server),
-                app_parent=http_server.process.pid,
-                profile_name=prefix if self.args.profile and target == "service" else None,
+                app_pids=lambda: worker_pids(target_server),
+                app_parent=target_server.process.pid,
+                profile_name=prefix if self.args.profile and target.startswith("service") else None,
                 drive=drive if self.args.load == "wrk" else None,
             )
         return _run_record(
@@ -511,7 +574,8 @@ class Bench:
             count_triggers,
             target=target,
             connections=connections,
-            gunicorn_used=asdict(settings),
+            gunicorn_used=settings,
+            command=command.text(),
             result=result,
             prefix=prefix,
             transactions=self._transactions_since(before),
@@ -521,16 +585,17 @@ class Bench:
         )
 
     def _round(self, scenario: Scenario, concurrency: int, round_number: int, state: str) -> Iterator[dict[str, Any]]:
-        for target in (target for target in TARGETS if target in self.args.targets):
+        targets = [target for target in TARGETS if target in self.args.targets] + list(self.services)
+        for target in targets:
             if target == "baseline":
                 # Raw SQL has no HTTP to drive, and no /healthz.
                 if scenario.kind != HEALTHZ and self.args.load == "python":
                     yield self._pooled_run(scenario, lambda: self.baseline(scenario, concurrency, round_number, state))
-            elif target == "minimal":
+            elif target in MINIMAL_TARGETS:
                 yield self._pooled_run(
-                    scenario, lambda: self.http("minimal", scenario, concurrency, round_number, state)
+                    scenario, lambda target=target: self.http(target, scenario, concurrency, round_number, state)
                 )
-            else:
+            elif target == "service":
                 for mode in self.args.connections:
                     yield self._pooled_run(
                         scenario,
@@ -538,6 +603,14 @@ class Bench:
                             "service", scenario, concurrency, round_number, state, connections=mode
                         ),
                     )
+            else:
+                # A variant of the service runs with the deployment's connections.
+                yield self._pooled_run(
+                    scenario,
+                    lambda target=target: self.http(
+                        target, scenario, concurrency, round_number, state, connections=DEPLOYMENT
+                    ),
+                )
 
     def rounds(self) -> list[dict[str, Any]]:
         """At each concurrency, the rounds: in each, every scenario in turn, and per scenario and trigger state,
@@ -572,6 +645,11 @@ class Bench:
         if state == "on":
             return contextlib.nullcontext()
         return count_triggers_off(server=self.server, database=self.args.database, database_url=self.database_url)
+
+
+# What the start commands of the minimal targets show of their environment (the token as $TOKEN): every target
+# has the deployment's environment besides (DATABASE_URL, DEBUG=false, ...: Bench._env).
+MINIMAL_ENV = ("BENCH_TOKEN", "BENCH_POOL_SIZE")
 
 
 def _label(target: str, connections: str | None) -> str:
