@@ -54,12 +54,11 @@ _PEEK_BYTES = max(len(start) for start in HEALTH_CHECK_STARTS)
 
 
 def request_start(conn) -> bytes | None:
-    """The first bytes of the connection's next request, without consuming them; None if none arrived yet."""
-    if conn.initialized:
-        # Bytes gunicorn already read ahead (the next request behind a drained body).
-        buffered = conn.parser.unreader.buf.getvalue()
-        if buffered:
-            return buffered[:_PEEK_BYTES]
+    """The first bytes of the connection's next request, without consuming them; None if none arrived yet.
+
+    Only the socket is looked at: a request a client pipelined behind another, which gunicorn may have read
+    already, goes to the main pool, as any request whose start is not known.
+    """
     try:
         return conn.sock.recv(_PEEK_BYTES, socket.MSG_PEEK | socket.MSG_DONTWAIT)
     except BlockingIOError:
