@@ -29,6 +29,14 @@ DATABASES = {"default": database_from_url("DATABASE_URL", DATABASE_URL)}
 # Off behind a pooler that cannot keep prepared statements: PgBouncer in transaction mode
 # before 1.21, or with max_prepared_statements = 0 (docs/how-to/deploy.md).
 DATABASE_PREPARED_STATEMENTS = env_bool("DATABASE_PREPARED_STATEMENTS", True)
+# Bounds on the web server's database work, in milliseconds (0: none), given to the PostgreSQL
+# connections of a process with DATABASE_REQUEST_TIMEOUTS on: deploy/gunicorn.conf.py turns it on
+# for the web server (raw_env); management commands that read or write billions of rows, and
+# migrations, run without them. A request blocked by a lock or a slow statement answers 503
+# database_unavailable within about 10 s, far inside GUNICORN_TIMEOUT.
+DATABASE_REQUEST_TIMEOUTS = env_bool("DATABASE_REQUEST_TIMEOUTS", False)
+DATABASE_STATEMENT_TIMEOUT_MS = env_int("DATABASE_STATEMENT_TIMEOUT_MS", 3000, minimum=0)
+DATABASE_LOCK_TIMEOUT_MS = env_int("DATABASE_LOCK_TIMEOUT_MS", 2000, minimum=0)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Persistent connections. A kept one that broke (a database restart) is replaced
     # without a round trip per request: core.middleware.guards.ConnectionCheckMiddleware
@@ -42,6 +50,19 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         # A startup option: no round trip. Behind a pooler that refuses it, the role carries it.
         options = DATABASES["default"]["OPTIONS"].get("options", "")
         DATABASES["default"]["OPTIONS"]["options"] = f"{options} -c jit=off".strip()
+    if DATABASE_REQUEST_TIMEOUTS:
+        # Startup options: no round trip. Sent only when set: a pooler such as PgBouncer refuses
+        # them, and there the role carries the timeouts.
+        timeouts = [
+            f"-c {name}={milliseconds}"
+            for name, milliseconds in (
+                ("statement_timeout", DATABASE_STATEMENT_TIMEOUT_MS),
+                ("lock_timeout", DATABASE_LOCK_TIMEOUT_MS),
+            )
+            if milliseconds
+        ]
+        options = DATABASES["default"]["OPTIONS"].get("options", "")
+        DATABASES["default"]["OPTIONS"]["options"] = " ".join([options, *timeouts]).strip()
     if DATABASE_PREPARED_STATEMENTS:
         # Django turns psycopg's prepared statements off; only the hot path's cursor asks for them,
         # every other query binds its parameters on the client and is never prepared.
@@ -54,13 +75,6 @@ else:
         "transaction_mode": "IMMEDIATE",
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
-
-# Bounds on the web server's database work, in milliseconds (0: none). config/wsgi.py gives them
-# to the web server's PostgreSQL connections only: management commands that read or write
-# billions of rows, and migrations, run without them. A request blocked by a lock or a slow
-# statement answers 503 database_unavailable within about 10 s, far inside GUNICORN_TIMEOUT.
-DATABASE_STATEMENT_TIMEOUT_MS = env_int("DATABASE_STATEMENT_TIMEOUT_MS", 3000, minimum=0)
-DATABASE_LOCK_TIMEOUT_MS = env_int("DATABASE_LOCK_TIMEOUT_MS", 2000, minimum=0)
 
 SECRET_KEY = secret_key(
     "SECRET_KEY",

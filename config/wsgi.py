@@ -4,13 +4,10 @@ from django.conf import settings
 from django.core.wsgi import get_wsgi_application
 
 from core.api.chunked import with_chunked_bodies
-from core.database import request_timeouts_apply
 from core.edge.application import EdgeApplication
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
-# Before any connection exists: the web server's connections, and only theirs, are bounded.
-request_timeouts_apply()
 django_application = get_wsgi_application()
 
 # Imported once Django is set up. Importing the URLconf here, rather than on Django's first request, also

@@ -43,30 +43,6 @@ def with_live_connection(function: Callable[P, R], /, *args: P.args, **kwargs: P
         return function(*args, **kwargs)
 
 
-def request_timeouts_apply() -> None:
-    """Give the PostgreSQL connections this process opens from now on DATABASE_STATEMENT_TIMEOUT_MS
-    and DATABASE_LOCK_TIMEOUT_MS, as startup options (no round trip). For the web server only.
-
-    A request then waits for a lock (a migration, a VACUUM FULL, a stuck transaction)
-    or a slow statement a bounded time and answers 503 database_unavailable, instead
-    of holding its thread until gunicorn kills the worker. Sent only when set: a
-    pooler such as PgBouncer refuses startup options, and there the role carries them.
-    """
-    database = settings.DATABASES[DEFAULT_DB_ALIAS]
-    if database["ENGINE"] != "django.db.backends.postgresql":
-        return
-    timeouts = [
-        f"-c {name}={milliseconds}"
-        for name, milliseconds in (
-            ("statement_timeout", settings.DATABASE_STATEMENT_TIMEOUT_MS),
-            ("lock_timeout", settings.DATABASE_LOCK_TIMEOUT_MS),
-        )
-        if milliseconds
-    ]
-    if timeouts:
-        database["OPTIONS"]["options"] = " ".join([database["OPTIONS"].get("options", ""), *timeouts]).strip()
-
-
 # Statements are prepared on a connection only if the table they read was at least
 # this big when the connection first ran one. PostgreSQL switches a prepared
 # statement to a generic plan after five runs and keeps it until the table is

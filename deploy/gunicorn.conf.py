@@ -20,6 +20,9 @@ from core.observability.metricsfiles import metrics_directory_clean, metrics_dir
 
 # The application; an application named on the command line (a benchmark's minimal app) overrides it.
 wsgi_app = "config.wsgi:application"
+# Set before the application is loaded: the web server's database connections, and only theirs, get the
+# statement and lock timeouts (config/settings.py).
+raw_env = ["DATABASE_REQUEST_TIMEOUTS=true"]
 bind = env_str("GUNICORN_BIND", "127.0.0.1:8000")
 # One process per core (at least two, so a recycled or crashed worker never leaves none):
 # the threads already overlap the waits for PostgreSQL, and more processes than cores

@@ -7,12 +7,9 @@ import re
 import pytest
 from django.test import Client, override_settings
 
+from config.wsgi import served_application
 from tests.helpers.api import ApiClient
-from tests.helpers.database import database_options_kept
 from tests.helpers.processes import PRODUCTION_ENV, TLS_ENV, check_deploy
-
-with database_options_kept():
-    from config.wsgi import served_application
 
 
 def test_check_deploy__production_defaults__passes_leaving_only_the_tls_decisions():

@@ -7,17 +7,17 @@ import json
 
 import psycopg
 import pytest
-from django.db import OperationalError, connection, connections, transaction
+from django.db import OperationalError, connection, transaction
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from assignments.assigning import assign_subject, assign_subjects
 from assignments.models import Experiment, Variant
 from assignments.selectors import subject_types_active
-from core.database import PREPARE_MIN_TABLE_BYTES, request_timeouts_apply, with_live_connection
+from core.database import PREPARE_MIN_TABLE_BYTES, with_live_connection
 from idlinks.services import Identifier, id_link_create
-from tests.helpers.database import database_options_kept, database_unreachable
-from tests.helpers.processes import manage_run
+from tests.helpers.database import database_unreachable
+from tests.helpers.processes import manage_env, manage_run
 
 pytestmark = pytest.mark.postgres
 
@@ -244,42 +244,56 @@ def test_statements__prepared_statements_off__never_prepared(large_table, settin
     assert prepared_statements() == []
 
 
-@pytest.fixture
-def database_options(settings):
-    """The default database's OPTIONS, put back as they were after the test."""
-    with database_options_kept():
-        yield settings.DATABASES["default"]["OPTIONS"]
+TIMEOUTS_SHOWN = (
+    "from django.db import connection; cursor = connection.cursor(); "
+    "cursor.execute(\"SELECT current_setting('statement_timeout'), current_setting('lock_timeout')\"); "
+    "print(*cursor.fetchone())"
+)
 
 
-def test_request_timeouts_apply__new_connections_carry_both_timeouts(db, settings, database_options):
-    settings.DATABASE_STATEMENT_TIMEOUT_MS = 1500
-    settings.DATABASE_LOCK_TIMEOUT_MS = 700
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("env", "shown"),
+    [
+        ({"DATABASE_REQUEST_TIMEOUTS": "true"}, "1500ms 700ms"),
+        # A pooler such as PgBouncer refuses startup options: with the timeouts on the role, none are sent.
+        (
+            {
+                "DATABASE_REQUEST_TIMEOUTS": "true",
+                "DATABASE_STATEMENT_TIMEOUT_MS": "0",
+                "DATABASE_LOCK_TIMEOUT_MS": "0",
+            },
+            "0 0",
+        ),
+        # A management command, a migration: no timeouts.
+        ({}, "0 0"),
+    ],
+    ids=["web-server", "web-server-both-zero", "command"],
+)
+def test_request_timeouts__on_only_where_asked__connections_carry_them(db, env, shown):
+    # Given a process started as gunicorn starts the service (deploy/gunicorn.conf.py sets DATABASE_REQUEST_TIMEOUTS)
+    # or as a command is
+    result = manage_run(
+        "shell",
+        "--no-imports",
+        "-c",
+        TIMEOUTS_SHOWN,
+        env={
+            **manage_env(),
+            "DATABASE_STATEMENT_TIMEOUT_MS": "1500",
+            "DATABASE_LOCK_TIMEOUT_MS": "700",
+            **env,
+        },
+    )
 
-    request_timeouts_apply()
-
-    fresh = connections.create_connection("default")
-    try:
-        with fresh.cursor() as cursor:
-            cursor.execute("SELECT current_setting('statement_timeout'), current_setting('lock_timeout')")
-            assert cursor.fetchone() == ("1500ms", "700ms")
-    finally:
-        fresh.close()
-
-
-def test_request_timeouts_apply__both_zero__no_startup_options(db, settings, database_options):
-    # A pooler such as PgBouncer refuses startup options: with the timeouts on the role, none are sent.
-    settings.DATABASE_STATEMENT_TIMEOUT_MS = 0
-    settings.DATABASE_LOCK_TIMEOUT_MS = 0
-    database_options.pop("options", None)
-
-    request_timeouts_apply()
-
-    assert "options" not in database_options
+    # Then its connections carry the timeouts, or none
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == shown
 
 
 def test_test_process__connections_carry_no_web_server_timeouts(db):
-    # Whatever the suite imported (the property test imports config.wsgi): with the server's timeouts
-    # a slow flush of the test database fails and leaves its rows to the next test.
+    # Whatever the suite imported (config.wsgi, for its requests): with the server's timeouts a slow flush of
+    # the test database fails and leaves its rows to the next test.
     with connection.cursor() as cursor:
         cursor.execute("SELECT current_setting('statement_timeout'), current_setting('lock_timeout')")
         assert cursor.fetchone() == ("0", "0")

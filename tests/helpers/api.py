@@ -13,10 +13,7 @@ from django.db import close_old_connections, connection
 from django.test.utils import CaptureQueriesContext
 from django.utils.datastructures import CaseInsensitiveMapping
 
-from tests.helpers.database import database_options_kept
-
-with database_options_kept():
-    from config.wsgi import application
+from config.wsgi import application
 
 # Written out, not imported from core.api.problems: the tests check the code against the documented value.
 PROBLEM_CONTENT_TYPE = "application/problem+json"

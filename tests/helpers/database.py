@@ -10,8 +10,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connection
+from django.db import connection
 
 from assignments.storage_citus import CITUS_SPLIT_FROM, assignments_distributed
 from core.healthz import database_probe, probe_connection
@@ -84,24 +83,6 @@ def database_unreachable():
         yield
     finally:
         settings_dict.update(saved)
-
-
-@contextlib.contextmanager
-def database_options_kept():
-    """The default database's connection options on leaving as they were on entering.
-
-    Importing config.wsgi gives every connection the process opens from then on the
-    web server's statement and lock timeouts (core.database.request_timeouts_apply).
-    The test process is no web server: with them, a slow flush of the test database
-    (a TRUNCATE of every table on a loaded Citus cluster) fails and leaves rows to the next test.
-    """
-    options = settings.DATABASES[DEFAULT_DB_ALIAS]["OPTIONS"]
-    saved = dict(options)
-    try:
-        yield
-    finally:
-        options.clear()
-        options.update(saved)
 
 
 def all_table_text() -> str:

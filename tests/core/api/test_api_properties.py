@@ -21,11 +21,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from config.wsgi import application
 from core.api.problems import PROBLEM_CONTENT_TYPE
-from tests.helpers.database import database_options_kept
-
-with database_options_kept():
-    from config.wsgi import application
 
 MAX_EXAMPLES = 50
 

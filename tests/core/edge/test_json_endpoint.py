@@ -10,13 +10,10 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from config.wsgi import served_application
 from tests.helpers.api import ApiClient
-from tests.helpers.database import database_options_kept
 from tokens.models import Role
 from tokens.services import api_token_create
-
-with database_options_kept():
-    from config.wsgi import served_application
 
 ASSIGN = {"experiment_id": "checkout-button", "subject_ids": ["e-1", "e-2"]}
 ONE_SUBJECT = {"subject": {"user": "e-1"}, "experiments": ["checkout-button"]}
