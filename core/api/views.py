@@ -15,6 +15,13 @@ from core.api.renderers import JsonRenderer
 JSON_MEDIA_TYPE = "application/json"
 
 
+def json_required(content_type: str | None) -> None:
+    """Raise 415 unless the Content-Type (its parameters aside) is application/json."""
+    media_type = (content_type or "").split(";")[0].strip().lower()
+    if media_type != JSON_MEDIA_TYPE:
+        raise exceptions.UnsupportedMediaType(media_type or "none")
+
+
 class RequestBody:
     """A request serializer built once per process and run on every request's data.
 
@@ -94,6 +101,4 @@ class JsonApiView(APIView):
         super().initial(request, *args, **kwargs)
         # A method the view lacks is answered 405 by dispatch, whatever the body's type.
         if request.method in ("POST", "PUT", "PATCH") and hasattr(self, request.method.lower()):
-            media_type = (request.content_type or "").split(";")[0].strip().lower()
-            if media_type != JSON_MEDIA_TYPE:
-                raise exceptions.UnsupportedMediaType(media_type or "none")
+            json_required(request.content_type)

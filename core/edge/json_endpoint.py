@@ -22,7 +22,7 @@ from django.http import HttpRequest, HttpResponse
 from rest_framework import exceptions
 
 from core.api.exceptions import problem_exception_handler
-from core.api.views import JSON_MEDIA_TYPE, JsonApiView
+from core.api.views import JSON_MEDIA_TYPE, JsonApiView, json_required
 from core.edge.middleware import django_chain
 
 
@@ -73,10 +73,7 @@ class JsonEndpoint:
     def _data(self, request: HttpRequest) -> Any:
         """The body as DRF's Request.data reads it for these views: only JSON (JsonApiView.initial), an empty
         body as {}, the stream parsed by the view's parser in the request's charset."""
-        content_type = request.META.get("CONTENT_TYPE", request.META.get("HTTP_CONTENT_TYPE", ""))
-        media_type = content_type.split(";")[0].strip().lower()
-        if media_type != JSON_MEDIA_TYPE:
-            raise exceptions.UnsupportedMediaType(media_type or "none")
+        json_required(request.META.get("CONTENT_TYPE", request.META.get("HTTP_CONTENT_TYPE", "")))
         try:
             length = int(request.META.get("CONTENT_LENGTH", request.META.get("HTTP_CONTENT_LENGTH", 0)))
         except (ValueError, TypeError):
