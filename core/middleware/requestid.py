@@ -38,8 +38,14 @@ def request_id_current() -> str | None:
     return _current.get()
 
 
-def _request_started(sender, environ, **kwargs) -> None:
-    _current.set(request_id_accept(environ.get("HTTP_X_REQUEST_ID")))
+def _request_started(sender, environ=None, scope=None, **kwargs) -> None:
+    # Django's WSGI handler sends the request's environ, its ASGI handler the request's scope.
+    if environ is not None:
+        presented = environ.get("HTTP_X_REQUEST_ID")
+    else:
+        headers = dict((scope or {}).get("headers", ()))
+        presented = headers[b"x-request-id"].decode("latin-1") if b"x-request-id" in headers else None
+    _current.set(request_id_accept(presented))
 
 
 def _request_finished(sender, **kwargs) -> None:

@@ -7,7 +7,9 @@ import json
 import re
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.db import connection
+from django.test import AsyncClient
 
 from core.healthz import database_probe, probe_connection
 from core.middleware.requestid import request_id_accept
@@ -137,3 +139,12 @@ def test_database_down__503_problem_and_the_warning_line_carry_the_request_id(ap
     lines = request_own_lines(logs.getvalue())
     assert {line["logger"] for line in lines} >= {"config.exceptions", "config.requestlog"}
     assert {line["request_id"] for line in lines} == {"outage-1"}
+
+
+def test_asgi_request__id_sent__kept_as_under_wsgi(db):
+    # Django's ASGI handler (config.asgi-style serving) starts a request with its scope, not an environ.
+    response = async_to_sync(AsyncClient().get)("/no-such-path", headers={"X-Request-ID": "asgi-7"})
+
+    assert response.status_code == 404
+    assert response["X-Request-ID"] == "asgi-7"
+    assert json.loads(response.content)["request_id"] == "asgi-7"
