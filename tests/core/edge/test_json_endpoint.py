@@ -19,6 +19,11 @@ ASSIGN = {"experiment_id": "checkout-button", "subject_ids": ["e-1", "e-2"]}
 ONE_SUBJECT = {"subject": {"user": "e-1"}, "experiments": ["checkout-button"]}
 LINK = {"identifiers": [{"subject_type": "user", "subject_id": "e-1"}, {"subject_type": "cookie", "subject_id": "c-1"}]}
 JSON = "application/json"
+# A subject ID outside ASCII, in a body encoded as its Content-Type's charset says.
+LATIN_1_LINK = json.dumps(
+    {"identifiers": [{"subject_type": "user", "subject_id": "ü-1"}, {"subject_type": "cookie", "subject_id": "c-1"}]},
+    ensure_ascii=False,
+).encode("latin-1")
 
 
 def _cases() -> dict[str, tuple[str, str, Any, dict[str, Any], str | None]]:
@@ -30,7 +35,8 @@ def _cases() -> dict[str, tuple[str, str, Any, dict[str, Any], str | None]]:
         "link": ("POST", "/id-link", LINK, {}, Role.PROXY),
         "admin token": ("POST", "/assignments", ONE_SUBJECT, {}, Role.ADMIN),
         "charset": ("POST", "/experiment-assignments", ASSIGN, {"content_type": f"{JSON}; charset=utf-8"}, Role.PROXY),
-        "latin-1 charset": ("POST", "/id-link", LINK, {"content_type": f"{JSON}; charset=latin-1"}, Role.PROXY),
+        "latin-1 charset": ("POST", "/id-link", LATIN_1_LINK, {"content_type": f"{JSON}; charset=latin-1"}, Role.PROXY),
+        "latin-1 body, no charset": ("POST", "/id-link", LATIN_1_LINK, {}, Role.PROXY),
         "unknown experiment": ("POST", "/experiment-assignments", {**ASSIGN, "experiment_id": "nope"}, {}, Role.PROXY),
         "invalid body": ("POST", "/experiment-assignments", {"subject_ids": []}, {}, Role.PROXY),
         "null body": ("POST", "/assignments", None, {}, Role.PROXY),

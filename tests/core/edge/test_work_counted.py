@@ -16,7 +16,8 @@ from django.test.utils import CaptureQueriesContext
 
 from tests.helpers.api import ApiClient
 
-BUDGET_ROOM = 1.2
+# Below what Django's handler with every middleware and DRF would cost for the same requests (a fifth more calls).
+BUDGET_ROOM = 1.1
 ASSIGN = {"experiment_id": "checkout-button", "subject_ids": ["w-1"]}
 ONE_SUBJECT = {"subject": {"user": "w-1"}, "experiments": ["checkout-button"]}
 LINK = {"identifiers": [{"subject_type": "user", "subject_id": "w-1"}, {"subject_type": "cookie", "subject_id": "c-1"}]}
