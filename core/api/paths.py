@@ -1,7 +1,7 @@
 """Which requests are API requests: those for the routes of views marked `sessionless` (core.api.views.JsonApiView).
 
-Read from the URLconf Django loads, not imported, so that neither the middleware nor the WSGI handlers
-(core/wsgi_handlers.py) that ask pull in every app's views.
+Read from the URLconf Django loads, not imported, so that the middleware that asks does not pull in every
+app's views.
 """
 
 from __future__ import annotations
