@@ -32,7 +32,7 @@ from typing import Any
 
 from bench.cpu import children_of, process_cpu_seconds
 from devtools import PROJECT_DIR
-from devtools.gunicorn import Gunicorn, GunicornSettings
+from devtools.gunicorn import Gunicorn, GunicornSettings, gunicorn_printed_config, settings_of
 from devtools.gunicorn import gunicorn as devtools_gunicorn
 from devtools.ports import free_port
 from devtools.processes import process_stop
@@ -151,28 +151,8 @@ def minimal_command(target: str, *, workers: int, threads: int, env: dict[str, s
 def gunicorn_printed(command: ServerCommand, env: dict[str, str]) -> dict[str, Any]:
     """What the gunicorn command would run with in env, asked of gunicorn itself (`--print-config`, which loads
     the app to check it): devtools.gunicorn's GunicornSettings, and the HTTP parser."""
-    printed = subprocess.run(
-        [*command.args(0), "--print-config"], cwd=command.cwd, env=env, capture_output=True, text=True, check=False
-    )
-    if printed.returncode != 0:
-        raise RuntimeError(f"gunicorn --print-config failed:\n{printed.stdout[-2000:]}{printed.stderr[-2000:]}")
-    lines = (line.partition("=") for line in printed.stdout.splitlines())
-    values = {name.strip(): value.strip() for name, _, value in lines}
-    threads = int(values["threads"])
-    worker_class = values["worker_class"]
-    # gunicorn's own rule (Config.worker_class_str): sync workers given threads run as gthread ones.
-    if worker_class in ("sync", "gunicorn.workers.sync.SyncWorker") and threads > 1:
-        worker_class = "gthread"
-    settings = GunicornSettings(
-        worker_class=worker_class,
-        workers=int(values["workers"]),
-        threads=threads,
-        keepalive=int(values["keepalive"]),
-        max_requests=int(values["max_requests"]),
-        preload_app=values["preload_app"] == "True",
-        access_log=values["accesslog"] != "None",
-    )
-    return {**asdict(settings), "http_parser": values.get("http_parser")}
+    values = gunicorn_printed_config(command.args(0), cwd=command.cwd, env=env)
+    return {**asdict(settings_of(values)), "http_parser": values.get("http_parser")}
 
 
 @dataclass
@@ -245,7 +225,7 @@ def http_server(*, command: ServerCommand, env: dict[str, str], workers: int, lo
 
 
 @contextlib.contextmanager
-def gunicorn(*, app: str, env: dict[str, str], settings: GunicornSettings, log_path: Path) -> Iterator[Gunicorn]:
+def gunicorn(*, app: str | None, env: dict[str, str], settings: GunicornSettings, log_path: Path) -> Iterator[Gunicorn]:
     """gunicorn serving `app` as devtools.gunicorn starts it, on a free port, ready and idle; its output appended
     to log_path. `settings` are gunicorn_settings' for the same app and env. Stopping waits up to 40 s."""
     with devtools_gunicorn(

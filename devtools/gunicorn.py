@@ -107,13 +107,20 @@ def gunicorn_settings(*, app: str | None = None, env: dict[str, str]) -> Gunicor
     """What `gunicorn -c deploy/gunicorn.conf.py [app]` would run with in `env`, asked of gunicorn itself
     (`--print-config`, which loads the app to check it): a benchmark's results then name what it ran with
     even while someone tunes the file."""
-    printed = subprocess.run(
-        gunicorn_command(app, "--print-config"), cwd=PROJECT_DIR, env=env, capture_output=True, text=True, check=False
-    )
+    return settings_of(gunicorn_printed_config(gunicorn_command(app), cwd=PROJECT_DIR, env=env))
+
+
+def gunicorn_printed_config(argv: Sequence[str], *, cwd: Path, env: dict[str, str]) -> dict[str, str]:
+    """Every setting the gunicorn command `argv` would run with, by name, as its `--print-config` prints them."""
+    printed = subprocess.run([*argv, "--print-config"], cwd=cwd, env=env, capture_output=True, text=True, check=False)
     if printed.returncode != 0:
         raise RuntimeError(f"gunicorn --print-config failed:\n{printed.stdout[-2000:]}{printed.stderr[-2000:]}")
     lines = (line.partition("=") for line in printed.stdout.splitlines())
-    values = {name.strip(): value.strip() for name, _, value in lines}
+    return {name.strip(): value.strip() for name, _, value in lines}
+
+
+def settings_of(values: dict[str, str]) -> GunicornSettings:
+    """The settings that shape a load, from gunicorn_printed_config's."""
     threads = int(values["threads"])
     worker_class = values["worker_class"]
     # gunicorn's own rule (Config.worker_class_str): sync workers given threads run as gthread ones.
