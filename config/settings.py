@@ -92,10 +92,10 @@ METRICS_ENABLED = env_bool("METRICS_ENABLED", True)
 # json: one JSON object per line, for the server's log collector; text: for a person (scripts/run-demo on a terminal).
 LOG_FORMAT = env_choice("LOG_FORMAT", "json", ("json", "text"))
 
-# Transport security (docs/how-to/deploy.md). Django sends HSTS only on HTTPS responses,
-# and the redirect spares /healthz so plain-HTTP health checks and the loopback proxy keep working.
+# Transport security (docs/how-to/deploy.md). Django sends HSTS only on HTTPS responses. The redirect
+# never reaches /healthz, which the edge answers before the security middleware (core/edge), so
+# plain-HTTP health checks keep working.
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
-SECURE_REDIRECT_EXEMPT = [r"^healthz/?$"]
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
