@@ -27,7 +27,7 @@ def api_token_verify(*, token: str) -> ApiTokenSnapshot | None:
     """The stored token behind a presented one, from this process's cache when seen recently."""
     if token_prefix(token) is None:
         return None
-    snapshot = api_token_cached(token=token)
+    snapshot = api_tokens.get(token_digest(token))
     api_token_cache_lookup(hit=snapshot is not None)
     if snapshot is not None:
         return snapshot
@@ -37,14 +37,6 @@ def api_token_verify(*, token: str) -> ApiTokenSnapshot | None:
     snapshot = ApiTokenSnapshot.of(api_token)
     api_tokens.put(snapshot)
     return snapshot
-
-
-def api_token_cached(*, token: str) -> ApiTokenSnapshot | None:
-    """The cached copy of the stored token behind a presented one, or None when this process has none; no
-    database, and no cache lookup counted (the caller counts it if it goes on: api_token_cache_lookup)."""
-    if token_prefix(token) is None:
-        return None
-    return api_tokens.get(token_digest(token))
 
 
 def api_token_live(*, name: str) -> ApiToken | None:
