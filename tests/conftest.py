@@ -8,14 +8,13 @@ import os
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
-from django.core.signals import request_finished, request_started
-from django.db import close_old_connections, connection
+from django.db import connection
 from hypothesis import settings as hypothesis_settings
 
 from assignments.models import Experiment
 from core.cache import caches_clear
 from core.citus import citus_version
-from tests.helpers.api import ApiClient
+from tests.helpers.api import ApiClient, connection_cleanup_held
 from tests.helpers.assignments import assigned_store
 from tests.helpers.resources import DEMO_RESOURCES, apply_resources, holdout, subject_type
 from tokens.models import Role
@@ -69,13 +68,9 @@ def _fresh_caches():
 
 @pytest.fixture
 def in_test_transaction():
-    """For requests made straight to a WSGI application: as django.test.Client does, they run inside the
-    test's transaction, which the end-of-request connection cleanup would otherwise close."""
-    request_started.disconnect(close_old_connections)
-    request_finished.disconnect(close_old_connections)
-    yield
-    request_started.connect(close_old_connections)
-    request_finished.connect(close_old_connections)
+    """For requests a test makes straight to a WSGI application (tests.helpers.api.connection_cleanup_held)."""
+    with connection_cleanup_held():
+        yield
 
 
 @pytest.fixture

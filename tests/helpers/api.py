@@ -3,8 +3,10 @@ client of the served application with a token, and the SQL statements a request 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
@@ -58,7 +60,6 @@ class WsgiResponse:
     def __init__(self, status: str, headers: list[tuple[str, str]], content: bytes) -> None:
         code, _, self.reason_phrase = status.partition(" ")
         self.status_code = int(code)
-        self.header_list = headers
         self.headers = CaseInsensitiveMapping(dict(headers))
         self.content = content
 
@@ -108,14 +109,24 @@ def wsgi_environ(method: str, path: str, body: bytes, **extra: Any) -> dict[str,
     return environ
 
 
-def wsgi_request(method: str, path: str, body: bytes = b"", *, app=None, **extra: Any) -> WsgiResponse:
-    """One request to the application gunicorn serves (config.wsgi, or `app`, one made as it is), inside the
-    test's transaction: as django.test.Client does, the end-of-request connection cleanup, which would close
-    it, is held off."""
-    started: list[tuple[str, list[tuple[str, str]]]] = []
+@contextlib.contextmanager
+def connection_cleanup_held() -> Iterator[None]:
+    """Requests made straight to a WSGI application run inside the test's transaction, as django.test.Client's
+    do: the end-of-request connection cleanup, which would close it, is held off meanwhile."""
     request_started.disconnect(close_old_connections)
     request_finished.disconnect(close_old_connections)
     try:
+        yield
+    finally:
+        request_started.connect(close_old_connections)
+        request_finished.connect(close_old_connections)
+
+
+def wsgi_request(method: str, path: str, body: bytes = b"", *, app=None, **extra: Any) -> WsgiResponse:
+    """One request to the application gunicorn serves (config.wsgi, or `app`, one made as it is), inside the
+    test's transaction (connection_cleanup_held)."""
+    started: list[tuple[str, list[tuple[str, str]]]] = []
+    with connection_cleanup_held():
         answer = (app or application)(
             wsgi_environ(method, path, body, **extra),
             lambda status, headers, exc_info=None: started.append((status, headers)),
@@ -126,9 +137,6 @@ def wsgi_request(method: str, path: str, body: bytes = b"", *, app=None, **extra
         finally:
             if hasattr(answer, "close"):
                 answer.close()
-    finally:
-        request_started.connect(close_old_connections)
-        request_finished.connect(close_old_connections)
     return WsgiResponse(*started[0], content)
 
 
