@@ -19,3 +19,7 @@ class UnknownSubjectType(ProblemError, status=400, code="unknown_subject_type", 
 
 class InvalidAttributes(ProblemError, status=400, code="invalid_request", title="Invalid request"):
     """Attribute values that do not have the types their subject type declares; `errors` names each."""
+
+
+class CursorExpired(ProblemError, status=410, code="cursor_expired", title="Cursor expired"):
+    """A change-feed cursor older than the changes kept (CHANGES_RETENTION_DAYS)."""

@@ -4,10 +4,11 @@ import re
 
 from django.core.validators import RegexValidator
 from django.db import models
-from django.db.models.functions import Lower
+from django.db.models.functions import Lower, Now
 from django.utils import timezone
 
 from core.api.fields import subject_id_isolated
+from core.commitorder import TransactionOrder
 
 RESOURCE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 resource_id_validator = RegexValidator(RESOURCE_ID_PATTERN, "must match " + RESOURCE_ID_PATTERN)
@@ -274,6 +275,12 @@ class Assignment(models.Model):
     source = models.CharField(max_length=10, choices=Source.choices, default=Source.HASHED, db_default=Source.HASHED)
     # Why staff forced it; empty for every other source.
     reason = models.TextField(blank=True, default="", db_default="")
+    # The change feed's key (core/commitorder.py, assignments/data/changes.py): the transaction that stored
+    # the row, and when. Database defaults, so the hot path's INSERT names neither and pays no statement for
+    # them. Null on rows stored before the feed existed, and on a replaced or deleted row, whose changes
+    # AssignmentChange holds from then on.
+    change_xid = models.BigIntegerField(null=True, editable=False, db_default=TransactionOrder())
+    recorded_at = models.DateTimeField(null=True, editable=False, db_default=Now())
 
     class Meta:
         constraints = [
@@ -285,6 +292,12 @@ class Assignment(models.Model):
         indexes = [
             # Exports and reports page through one experiment by time.
             models.Index(fields=["experiment", "created_at"], name="assignment_experiment_created"),
+            # The change feed reads rows in this order, from a cursor on.
+            models.Index(
+                fields=["change_xid", "id"],
+                name="assignment_change_order",
+                condition=models.Q(change_xid__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -358,3 +371,59 @@ class ResourceChange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.resource_id} v{self.resource_version}"
+
+
+class AssignmentChange(models.Model):
+    """A change of a stored assignment that the row no longer shows (assignments/data/changes.py).
+
+    A replacement (force_assignments --replace) and a deletion (delete_assignments)
+    write one row here each, in the transaction that changes the assignment, with
+    the row as it became (replaced) or as it was (deleted). The same transaction
+    moves the row's own `assignment.created` change here, at its place in the feed
+    and as it was, so that a copy that has not read it yet still reads it before
+    the change that follows. The experiment and variant are kept by ID, so that
+    the record reads the same after either is renamed or removed.
+    """
+
+    class Rank(models.IntegerChoices):
+        # A change's place among the changes one transaction made: (change_xid, rank, assignment_id) orders
+        # the feed. Links are rank 1 (idlinks' rows).
+        CREATED = 0
+        REPLACED = 2
+        DELETED = 3
+
+    change_xid = models.BigIntegerField()
+    rank = models.SmallIntegerField(choices=Rank.choices)
+    # The assignment's row ID: unique, and its place in the feed when it was created.
+    assignment_id = models.BigIntegerField()
+    recorded_at = models.DateTimeField()
+    experiment_key = models.CharField(max_length=100)
+    subject_id = models.CharField(max_length=256)
+    variant_key = models.CharField(max_length=100)
+    cohort = models.PositiveIntegerField()
+    created_at = models.DateTimeField()
+    source = models.CharField(max_length=10, choices=Assignment.Source.choices)
+
+    class Meta:
+        constraints = [
+            # The feed's order, and each change once; the subject ID because a Citus cluster distributes the
+            # table by it, beside the assignments (assignments/citus/table_layout.py).
+            models.UniqueConstraint(
+                fields=["change_xid", "rank", "assignment_id", "subject_id"], name="assignmentchange_order_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_rank_display()} {subject_id_isolated(self.subject_id)} in {self.experiment_key}"
+
+
+class ChangeMark(models.Model):
+    """The feed's horizon (core/commitorder.py) as it was at a moment: every change with a smaller
+    transaction ID was stored before `observed_at`. prune_changes records one per run and drops the changes
+    below the newest mark older than CHANGES_RETENTION_DAYS."""
+
+    horizon = models.BigIntegerField()
+    observed_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.horizon} at {self.observed_at:%Y-%m-%d %H:%M:%S}"

@@ -15,10 +15,11 @@ table's statistics are stale. One JSON string rather than arrays: converting a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import NamedTuple
 
 from django.db import connection
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from assignments.linking import Asked, LinkGraph, link_graph
@@ -313,16 +314,47 @@ def assignments_insert_rows(
         return {subject_id for (subject_id,) in cursor.fetchall()}
 
 
-# A batch of an experiment's assignments, found through the unique index on (experiment_id, subject_id).
+# A batch of an experiment's assignments, found through the unique index on (experiment_id, subject_id), and
+# the rows as they were, for the change feed's record of their deletion (assignments/data/change_log.py).
 DELETE_BATCH = """
 DELETE FROM assignments_assignment WHERE id IN (
     SELECT id FROM assignments_assignment WHERE experiment_id = %s LIMIT %s
 )
+RETURNING id, subject_id, variant_id, cohort, created_at, source, change_xid, recorded_at
 """
 
 
-def assignments_delete_batch(*, experiment_pk: int, limit: int) -> int:
-    """Delete up to `limit` of the experiment's assignments; returns how many."""
+class StoredRow(NamedTuple):
+    """An assignment's row as the change feed records it."""
+
+    id: int
+    subject_id: str
+    variant_pk: int
+    cohort: int
+    created_at: datetime
+    source: str
+    change_xid: int | None
+    recorded_at: datetime | None
+
+
+def assignments_delete_batch(*, experiment_pk: int, limit: int) -> list[StoredRow]:
+    """Delete up to `limit` of the experiment's assignments; returns them as they were."""
     with connection.cursor() as cursor:
         cursor.execute(DELETE_BATCH, [experiment_pk, limit])
-        return cursor.rowcount
+        return [_stored_row(row) for row in cursor.fetchall()]
+
+
+def _stored_row(row: Sequence) -> StoredRow:
+    pk, subject_id, variant_pk, cohort, created_at, source, change_xid, recorded_at = row
+    return StoredRow(
+        pk, subject_id, variant_pk, cohort, stored_moment(created_at), source, change_xid, stored_moment(recorded_at)
+    )
+
+
+def stored_moment(value: datetime | str | None) -> datetime | None:
+    """A time the database handed back, aware, in UTC (SQLite hands times back as text)."""
+    if isinstance(value, str):
+        value = parse_datetime(value)
+    if value is None or timezone.is_aware(value):
+        return value
+    return timezone.make_aware(value, UTC)

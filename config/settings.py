@@ -85,6 +85,8 @@ SECRET_KEY = secret_key(
 ASSIGNMENT_MAX_SUBJECTS = env_int("ASSIGNMENT_MAX_SUBJECTS", 1000, minimum=1, maximum=100_000)
 # How long a process trusts a token it verified; a revocation made elsewhere takes effect within this time.
 API_TOKEN_CACHE_SECONDS = env_int("API_TOKEN_CACHE_SECONDS", 5, minimum=0, maximum=3600)
+# How long the change feed keeps a change (GET /changes, export_changes); prune_changes drops older ones.
+CHANGES_RETENTION_DAYS = env_int("CHANGES_RETENTION_DAYS", 30, minimum=0, maximum=36_500)
 
 # GET /metrics and the counting behind it (docs/reference/metrics-and-logs.md); off, nothing is counted and
 # /metrics is 404.

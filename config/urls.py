@@ -3,6 +3,7 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from assignments.api import AssignmentsApi, ExperimentAssignmentsApi, IdLinkApi
+from assignments.data.changes_api import ChangesApi
 from core.observability.exposition import MetricsApi
 
 # The token-authenticated endpoints, by path.
@@ -11,6 +12,7 @@ API_VIEWS = {
     "assignments": AssignmentsApi,
     "id-link": IdLinkApi,
     "metrics": MetricsApi,
+    "changes": ChangesApi,
 }
 
 # Answered by the edge (core/edge, config/wsgi.py), with /healthz: the hot endpoints. Their routes here give the

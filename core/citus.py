@@ -6,6 +6,7 @@ its own tables (docs/explanation/architecture.md).
 
 from __future__ import annotations
 
+import time
 import weakref
 from typing import Any
 
@@ -63,3 +64,33 @@ def distributed_forget() -> None:
     """Forget what this connection was told by table_distributed: its tables have just been distributed."""
     if connection.connection is not None:
         _distributed.pop(connection.connection, None)
+
+
+# Citus commits a transaction that wrote on several nodes in two phases: prepared on each worker, committed
+# on the coordinator, then committed on each worker. Between the last two, its rows are not visible yet on
+# the workers, though the coordinator has ended it.
+WORKERS_PREPARED = """
+SELECT result FROM run_command_on_workers(
+    $$SELECT coalesce(string_agg(gid, ' '), '') FROM pg_prepared_xacts WHERE database = current_database()$$
+)
+"""
+
+
+def workers_prepared_settled(*, timeout: float) -> bool:
+    """Wait until every transaction prepared on a worker when this is called has been committed or rolled
+    back there; False if some still are not after `timeout` seconds (a coordinator that crashed between the
+    two phases leaves them to Citus's recovery, within a minute)."""
+    deadline = time.monotonic() + timeout
+    with connection.cursor() as cursor:
+        pending = _prepared_on_workers(cursor)
+        while pending:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.005)
+            pending &= _prepared_on_workers(cursor)
+    return True
+
+
+def _prepared_on_workers(cursor) -> set[str]:
+    cursor.execute(WORKERS_PREPARED)
+    return {gid for (result,) in cursor.fetchall() for gid in (result or "").split()}

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 from django.db import models
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from core.api.fields import SUBJECT_ID_MAX_LENGTH, subject_id_isolated
+from core.commitorder import TransactionOrder
 
 SUBJECT_TYPE = "assignments.SubjectType"
 
@@ -41,6 +43,10 @@ class IdentifierLink(models.Model):
     subject_type_b = models.ForeignKey(SUBJECT_TYPE, on_delete=models.PROTECT, related_name="+", db_index=False)
     subject_id_b = models.CharField(max_length=SUBJECT_ID_MAX_LENGTH)
     created_at = models.DateTimeField(default=timezone.now)
+    # For copies of the links kept elsewhere: the transaction that stored the link, and when
+    # (core/commitorder.py). Database defaults: the INSERT names neither. Null on links stored before.
+    change_xid = models.BigIntegerField(null=True, editable=False, db_default=TransactionOrder())
+    recorded_at = models.DateTimeField(null=True, editable=False, db_default=Now())
 
     class Meta:
         constraints = [
@@ -61,6 +67,11 @@ class IdentifierLink(models.Model):
             models.Index(fields=["subject_type_b", "subject_id_b"], name="identifierlink_b_lookup"),
             # export_id_links --since pages through links by time.
             models.Index(fields=["created_at"], name="identifierlink_created"),
+            models.Index(
+                fields=["change_xid", "id"],
+                name="identifierlink_change_order",
+                condition=models.Q(change_xid__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -10,6 +10,7 @@ from datetime import datetime
 from django.db import connection
 
 from core.citus import table_distributed
+from core.commitorder import Position, after_filter
 from core.database import json_text, statement_cursor
 from idlinks.walk import FANOUT, MAX_LINK_ROWS, Links, Node
 
@@ -183,3 +184,24 @@ def links_within(*, start: Node, depth: int) -> Links:
     if len(rows) > MAX_LINK_ROWS:
         return Links(links=[], complete=False)
     return Links(links=[((type_a, id_a), (type_b, id_b)) for type_a, id_a, type_b, id_b in rows])
+
+
+# The change feed's read of links (assignments/data/changes.py): the links stored after a position and
+# below a horizon (core/commitorder.py), in (change_xid, id) order through identifierlink_change_order.
+LINK_CHANGES = """
+SELECT change_xid, id, recorded_at, subject_type_a_id, subject_id_a, subject_type_b_id, subject_id_b, created_at
+FROM idlinks_identifierlink
+WHERE change_xid IS NOT NULL AND {after} AND change_xid < %s
+ORDER BY change_xid, id LIMIT %s
+"""
+# A link's place among the changes of its transaction (core.commitorder.Position).
+LINK_RANK = 1
+
+
+def link_changes(*, after: Position, horizon: int, limit: int) -> list[tuple]:
+    """Up to `limit` links stored after `after` by transactions below `horizon`, oldest first:
+    (change_xid, id, recorded_at, subject type pk a, subject ID a, subject type pk b, subject ID b, created_at)."""
+    condition, params = after_filter(rank=LINK_RANK, position=after, xid_column="change_xid", row_column="id")
+    with connection.cursor() as cursor:
+        cursor.execute(LINK_CHANGES.format(after=condition), [*params, horizon, limit])
+        return cursor.fetchall()

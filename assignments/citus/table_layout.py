@@ -53,6 +53,9 @@ DISTRIBUTED_TABLES = (
     Distributed("assignments_assignmentcount", "shard", "assignments_assignment"),
     # idlinks' table, named by its model: by side a, each link beside its subject's assignments.
     Distributed(IdentifierLink._meta.db_table, "subject_id_a", "assignments_assignment"),
+    # The change feed's log (assignments/data/change_log.py): a row's changes beside it, so a replacement or a
+    # deletion and the move of the row's creation to the log are one transaction on one node.
+    Distributed("assignments_assignmentchange", "subject_id", "assignments_assignment"),
 )
 
 # On a shard of assignments_assignment, the trigger functions of migration 0006 would

@@ -2,7 +2,8 @@
 
 Each batch is its own transaction: a table of millions of rows is never locked
 for the whole deletion, the database's undo stays small, and a deletion that
-stops half way is finished by running it again.
+stops half way is finished by running it again. Each records its deletions for
+the change feed in the same transaction (assignments/data/change_log.py).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Callable
 
 from django.db import transaction
 
+from assignments.data.change_log import deletions_record
 from assignments.models import Experiment
 from assignments.storage import assignments_delete_batch
 
@@ -41,7 +43,8 @@ def assignments_delete(
     while True:
         with transaction.atomic():
             rows = assignments_delete_batch(experiment_pk=experiment.pk, limit=batch_size)
-        deleted += rows
-        on_batch(rows)
-        if rows < batch_size:
+            deletions_record(experiment=experiment, rows=rows)
+        deleted += len(rows)
+        on_batch(len(rows))
+        if len(rows) < batch_size:
             return deleted

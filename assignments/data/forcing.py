@@ -14,16 +14,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
+from assignments.data.change_log import replacements_record
 from assignments.models import Assignment, Experiment, Variant
 from assignments.selectors import experiment_cohort_current
-from assignments.storage import assignments_insert_rows
+from assignments.storage import StoredRow, assignments_insert_rows
 from core.api.fields import character_problem, subject_id_problem
 
 REASON_MAX_LENGTH = 500
 # Forcing serves nobody once an experiment has stopped assigning for good.
 FORCEABLE_STATUSES = (Experiment.Status.DRAFT, Experiment.Status.ACTIVE, Experiment.Status.WINNER_DECLARED)
+
+
+# An assignment's row as the change feed records it (StoredRow).
+STORED_FIELDS = ("id", "subject_id", "variant_id", "cohort", "created_at", "source", "change_xid", "recorded_at")
 
 
 class ForceRefused(Exception):
@@ -75,8 +81,17 @@ def assignments_force(
             replaced_query = Assignment.objects.filter(
                 experiment=experiment, source=Assignment.Source.FORCED, subject_id__in=subjects
             )
-            replaced = set(replaced_query.values_list("subject_id", flat=True))
-            replaced_query.update(variant=variant, cohort=cohort, created_at=now, reason=reason)
+            # Locks the rows first (an UPDATE does on Citus too, where a SELECT ... FOR UPDATE over several
+            # shards is refused), so the change feed records them as this transaction replaces them.
+            replaced_query.update(reason=F("reason"))
+            before = [StoredRow(*row) for row in replaced_query.order_by("id").values_list(*STORED_FIELDS)]
+            replaced = {row.subject_id for row in before}
+            replaced_query.update(variant=variant, cohort=cohort, created_at=now, reason=reason, change_xid=None)
+            after = [
+                row._replace(variant_pk=variant.pk, cohort=cohort, created_at=now, source=Assignment.Source.FORCED)
+                for row in before
+            ]
+            replacements_record(experiment=experiment, before=before, after=after)
         inserted = assignments_insert_rows(
             experiment_pk=experiment.pk,
             cohort=cohort,

@@ -29,6 +29,7 @@ PROBLEM_CODES = [
     "not_found",
     "rate_limited",
     "database_unavailable",
+    "cursor_expired",
     "internal_error",
 ]
 

@@ -130,8 +130,8 @@ def test_add_worker__rebalance__shards_moved_onto_the_new_node_writes_blocked_me
         "SELECT nodeport, count(*) FROM citus_shards WHERE citus_table_type = 'distributed' GROUP BY 1"
     )
     per_node = cluster.rows("SELECT nodename, nodeport, count(*) FROM citus_shards GROUP BY 1, 2 ORDER BY 1, 2")
-    # 4 shards of each of 3 co-located tables, 2 shard groups on each worker.
-    assert dict(shards) == {cluster.worker_port: 6, cluster.new_node.port: 6}
+    # 4 shards of each of 4 co-located tables, 2 shard groups on each worker.
+    assert dict(shards) == {cluster.worker_port: 8, cluster.new_node.port: 8}
     assert lines[5:-1] == [f"node {host}:{port}: {count} shards" for host, port, count in per_node]
     assert lines[-1] == "done"
 
