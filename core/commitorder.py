@@ -3,9 +3,8 @@
 Each row the feed follows carries the ID of the transaction that wrote it. On
 PostgreSQL that is pg_current_xact_id(), a 64-bit number given out in the order
 transactions first write: not their commit order, but every ID below the
-oldest transaction still running, pg_snapshot_xmin(pg_current_snapshot()),
-belongs to a transaction that has ended, so no row with such an ID can still
-appear. On SQLite, where one transaction writes at a time, a counter that each
+oldest transaction of the database still running (POSTGRES_HORIZON) belongs to
+a transaction that has ended, so no row with such an ID can still appear. On SQLite, where one transaction writes at a time, a counter that each
 written row advances (triggers of the assignments app's migrations) is the
 commit order itself.
 """
@@ -19,8 +18,23 @@ from django.db import models
 
 # The writing transaction's ID as a bigint: xid8 has no cast to bigint but through its text.
 POSTGRES_TRANSACTION_ID = "(pg_current_xact_id()::text::bigint)"
-# Every transaction ID below it belongs to a transaction that has ended.
-POSTGRES_HORIZON = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
+# The horizon: every transaction of this database with a smaller ID has ended. That is the smallest ID among
+# the transactions of this database still running or prepared, or, with none, the first ID not yet given out.
+# The IDs are taken from the snapshot first, so a transaction given its ID after it is above the horizon
+# whether listed or not. Only this database's: pg_snapshot_xmin would also wait for a transaction left open
+# in another database of the server. pg_stat_activity shows 32-bit IDs; each is widened to the 64-bit ID
+# just below the snapshot's xmax with the same low 32 bits.
+POSTGRES_HORIZON = """
+SELECT least(s.xmax, min(s.xmax - ((s.xmax % 4294967296 - x.xid + 4294967296) % 4294967296)))
+FROM (SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax) AS s
+LEFT JOIN (
+    SELECT backend_xid::text::bigint FROM pg_stat_activity
+    WHERE datname = current_database() AND backend_xid IS NOT NULL
+    UNION ALL
+    SELECT transaction::text::bigint FROM pg_prepared_xacts WHERE database = current_database()
+) AS x(xid) ON true
+GROUP BY s.xmax
+"""
 
 
 # The rank of a position after every change of its transaction.

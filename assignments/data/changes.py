@@ -138,7 +138,7 @@ def change_horizon() -> int | None:
 def horizon_read() -> int:
     """The horizon as the database has it now: on Citus, the coordinator's."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT " + POSTGRES_HORIZON if connection.vendor == "postgresql" else SQLITE_HORIZON)
+        cursor.execute(POSTGRES_HORIZON if connection.vendor == "postgresql" else SQLITE_HORIZON)
         return cursor.fetchone()[0]
 
 
