@@ -88,7 +88,10 @@ def changes_prune(*, batch_size: int = PRUNE_BATCH_SIZE, on_batch: Callable[[int
     ChangeMark.objects.create(horizon=horizon_read())
     floor = change_floor()
     cutoff = timezone.now() - dt.timedelta(days=settings.CHANGES_RETENTION_DAYS)
-    ChangeMark.objects.filter(observed_at__lt=cutoff, horizon__lte=floor.xid).delete()
+    older = ChangeMark.objects.filter(observed_at__lt=cutoff)
+    newest = older.order_by("-horizon", "-observed_at").first()
+    if newest is not None:
+        older.exclude(pk=newest.pk).delete()
     dropped = 0
     while True:
         with transaction.atomic():
