@@ -118,7 +118,6 @@ class ChangesApi(JsonApiView):
             **problem_responses(
                 401,
                 403,
-                429,
                 500,
                 503,
                 specific={

@@ -54,6 +54,7 @@ def test_schema__operations__exactly_those_documented(openapi):
         ("/healthz", "get"),
         ("/healthz", "head"),
         ("/metrics", "get"),
+        ("/changes", "get"),
     }
 
 
@@ -205,3 +206,16 @@ def test_docs__assets__all_local_and_served(db):
         response = Client().get(asset)
         assert response.status_code == 200, asset
         assert len(b"".join(response.streaming_content)) > 100, asset
+
+
+def test_schema__changes__its_parameters_and_problems(openapi):
+    operation = openapi["paths"]["/changes"]["get"]
+
+    assert {parameter["name"]: parameter["in"] for parameter in operation["parameters"]} == {
+        "after": "query",
+        "limit": "query",
+    }
+    assert set(operation["responses"]) == {"200", "400", "401", "403", "410", "500", "503"}
+    assert operation["responses"]["410"]["content"]["application/problem+json"]["examples"]["CursorExpired"][
+        "value"
+    ]["code"] == "cursor_expired"
