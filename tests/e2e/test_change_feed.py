@@ -17,6 +17,7 @@ import pytest
 from assignments.models import Assignment, Experiment
 from idlinks.models import IdentifierLink
 from tests.factories import ExperimentFactory, SubjectTypeFactory
+from tests.helpers.database import lock_waits_query
 from tests.helpers.server import database_url_for_tests, gunicorn, wait_until
 from tokens.models import Role
 from tokens.services import api_token_create
@@ -128,17 +129,9 @@ def database_url() -> str:
     return database_url_for_tests().replace("postgres://", "postgresql://", 1)
 
 
-LOCK_WAITS = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
-
-
 def _waiting_on_a_lock() -> bool:
-    """Whether a backend of the test database waits on a lock; on a Citus cluster, on any node."""
     with psycopg.connect(database_url(), autocommit=True) as probe:
-        waits = probe.execute(LOCK_WAITS).fetchone()[0]
-        if probe.execute("SELECT count(*) FROM pg_extension WHERE extname = 'citus'").fetchone()[0]:
-            workers = probe.execute(f"SELECT result FROM run_command_on_workers($${LOCK_WAITS}$$)").fetchall()
-            waits += sum(int(result) for (result,) in workers)
-        return waits > 0
+        return probe.execute(lock_waits_query()).fetchone()[0] > 0
 
 
 def test_eight_writers_and_a_follower_every_change_once_whatever_the_commit_order(service):
