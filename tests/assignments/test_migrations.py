@@ -102,3 +102,43 @@ def test_migrate_0007__experiments_and_cohorts_stored_before__everyone_enters_an
             "subjecttype user: unchanged",
             "experiment checkout: unchanged",
         ]
+
+
+ROW_AT_0010 = (
+    "INSERT INTO assignments_assignment (experiment_id, subject_id, variant_id, cohort, created_at, source) "
+    "SELECT v.experiment_id, '{subject}', v.id, 1, CURRENT_TIMESTAMP, 'hashed' FROM assignments_variant v "
+    "WHERE v.key = 'control'"
+)
+READ_CHANGE_COLUMNS = "SELECT subject_id, change_xid, recorded_at FROM assignments_assignment ORDER BY subject_id"
+READ_COUNTS = "SELECT sum(assignments) FROM assignments_assignmentcount"
+
+
+@pytest.mark.parametrize(
+    "database",
+    [sqlite_database, pytest.param(postgres_database, marks=pytest.mark.postgres)],
+    ids=["sqlite", "postgres"],
+)
+def test_migrate_0011__rows_stored_before_stay_out_of_the_change_feed_new_ones_are_stamped(tmp_path, database):
+    with database(tmp_path) as (url, connect):
+        env = {"DATABASE_URL": url, "SECRET_KEY": "migration-tests"}
+        # Given a database of the builds before the change feed, holding an assignment
+        manage_output("migrate", "assignments", "0010", env=env)
+        with connect() as before:
+            for statement in [*ROWS_AT_0006, ROW_AT_0010.format(subject="before")]:
+                before.execute(statement)
+
+        # When it is migrated, and an assignment is stored after
+        manage_output("migrate", env=env)
+        with connect() as after:
+            after.execute(ROW_AT_0010.format(subject="after"))
+            rows = after.execute(READ_CHANGE_COLUMNS).fetchall()
+            counted = after.execute(READ_COUNTS).fetchone()[0]
+
+        # Then the row stored before has no place in the feed, the new one has, and the counts saw each once
+        (_, after_xid, after_recorded), (_, before_xid, before_recorded) = rows
+        assert (before_xid, before_recorded) == (None, None)
+        assert after_xid is not None and after_recorded is not None
+        assert counted == 2
+        # And the migration can be undone and done again
+        manage_output("migrate", "assignments", "0010", env=env)
+        manage_output("migrate", env=env)
