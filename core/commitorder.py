@@ -4,9 +4,10 @@ Each row the feed follows carries the ID of the transaction that wrote it. On
 PostgreSQL that is pg_current_xact_id(), a 64-bit number given out in the order
 transactions first write: not their commit order, but every ID below the
 oldest transaction of the database still running (POSTGRES_HORIZON) belongs to
-a transaction that has ended, so no row with such an ID can still appear. On SQLite, where one transaction writes at a time, a counter that each
-written row advances (triggers of the assignments app's migrations) is the
-commit order itself.
+a transaction that has ended, so no row with such an ID can still appear. On
+SQLite, where one transaction writes at a time, a counter that each written row
+advances (triggers of the assignments app's migrations) is the commit order
+itself.
 """
 
 from __future__ import annotations
@@ -61,8 +62,11 @@ class Position:
         found = _CURSOR.fullmatch(text)
         if found is None:
             return None
-        xid, rank, row = found.groups()
-        return cls(int(xid, 16), int(rank), int(row, 16))
+        xid, rank, row = (int(part, 16) for part in found.groups())
+        # Both are bigint columns.
+        if max(xid, row) >= 2**63:
+            return None
+        return cls(xid, rank, row)
 
     @classmethod
     def before(cls, horizon: int) -> Position:

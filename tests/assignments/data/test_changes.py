@@ -165,6 +165,7 @@ def test_a_deletion_is_served_with_the_row_as_it_was(admin_api, checkout):
         ("limit=1.5", "limit", "must be a whole number from 1 to 10000"),
         ("limit=ten", "limit", "must be a whole number from 1 to 10000"),
         ("after=c1.zz.0.1", "after", "is not a cursor of this service"),
+        ("after=c1.ffffffffffffffff.0.1", "after", "is not a cursor of this service"),
         ("after=" + "c" * 101, "after", "is not a cursor of this service"),
         ("after=", "after", "must be a cursor, not empty"),
     ],
