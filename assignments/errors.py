@@ -22,4 +22,4 @@ class InvalidAttributes(ProblemError, status=400, code="invalid_request", title=
 
 
 class CursorExpired(ProblemError, status=410, code="cursor_expired", title="Cursor expired"):
-    """A change-feed cursor older than the changes kept (CHANGES_RETENTION_DAYS)."""
+    """A change-feed cursor after which changes older than CHANGES_RETENTION_DAYS were dropped."""

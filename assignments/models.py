@@ -419,11 +419,17 @@ class AssignmentChange(models.Model):
 
 class ChangeMark(models.Model):
     """The feed's horizon (core/commitorder.py) as it was at a moment: every change with a smaller
-    transaction ID was stored before `observed_at`. prune_changes records one per run and drops the changes
-    below the newest mark older than CHANGES_RETENTION_DAYS."""
+    transaction ID was stored before `observed_at`, and the last of them is at (last_xid, last_rank, last_row),
+    null with none. prune_changes records one per run; the newest mark older than CHANGES_RETENTION_DAYS, or
+    one it has pruned below (`pruned`) if newer, is the floor: the changes below its horizon are dropped, and a
+    cursor before its last change has missed some (assignments/data/changes.py, change_retention)."""
 
     horizon = models.BigIntegerField()
     observed_at = models.DateTimeField(default=timezone.now, db_index=True)
+    last_xid = models.BigIntegerField(null=True)
+    last_rank = models.SmallIntegerField(null=True)
+    last_row = models.BigIntegerField(null=True)
+    pruned = models.BooleanField(default=False)
 
     def __str__(self) -> str:
         return f"{self.horizon} at {self.observed_at:%Y-%m-%d %H:%M:%S}"

@@ -205,3 +205,16 @@ def link_changes(*, after: Position, horizon: int, limit: int) -> list[tuple]:
     with connection.cursor() as cursor:
         cursor.execute(LINK_CHANGES.format(after=condition), [*params, horizon, limit])
         return cursor.fetchall()
+
+
+LINK_LAST = """
+SELECT change_xid, id FROM idlinks_identifierlink WHERE change_xid IS NOT NULL AND change_xid < %s
+ORDER BY change_xid DESC, id DESC LIMIT 1
+"""
+
+
+def link_last_below(horizon: int) -> list[tuple[int, int]]:
+    """(change_xid, id) of the last link stored by the transactions below `horizon`, if any."""
+    with connection.cursor() as cursor:
+        cursor.execute(LINK_LAST, [horizon])
+        return cursor.fetchall()

@@ -10,14 +10,12 @@ it there, before the change that follows.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable, Sequence
 
-from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from assignments.data.changes import change_floor, horizon_read
+from assignments.data.changes import floor_mark, horizon_read, last_change_below
 from assignments.models import AssignmentChange, ChangeMark, Experiment, Variant
 from assignments.storage import StoredRow
 
@@ -79,24 +77,31 @@ PRUNE_BATCH_SIZE = 10_000
 
 
 def changes_prune(*, batch_size: int = PRUNE_BATCH_SIZE, on_batch: Callable[[int], None] = lambda rows: None) -> int:
-    """Mark the feed's horizon now, and drop the changes older than CHANGES_RETENTION_DAYS (change_floor)
-    from the log, in batches of their own transactions; returns how many were dropped.
+    """Mark the feed's horizon now, and drop the changes below the floor (floor_mark) from the log, in
+    batches of their own transactions; returns how many were dropped.
 
-    The assignments and links stay: older than the floor, the feed no longer serves
-    them. Of the marks older than the retention, only the newest, the floor's, is kept.
+    The assignments and links stay: below the floor, the feed no longer serves them.
+    The floor mark is kept, marked as pruned below, so that a longer retention set
+    later does not serve less than it says; the marks below it are deleted.
     """
-    ChangeMark.objects.create(horizon=horizon_read())
-    floor = change_floor()
-    cutoff = timezone.now() - dt.timedelta(days=settings.CHANGES_RETENTION_DAYS)
-    older = ChangeMark.objects.filter(observed_at__lt=cutoff)
-    newest = older.order_by("-horizon", "-observed_at").first()
-    if newest is not None:
-        older.exclude(pk=newest.pk).delete()
+    horizon = horizon_read()
+    last = last_change_below(horizon)
+    ChangeMark.objects.create(
+        horizon=horizon,
+        last_xid=last and last.xid,
+        last_rank=last and last.rank,
+        last_row=last and last.row,
+    )
+    floor = floor_mark()
+    if floor is None:
+        return 0
+    ChangeMark.objects.filter(pk=floor.pk).update(pruned=True)
+    ChangeMark.objects.filter(horizon__lte=floor.horizon).exclude(pk=floor.pk).delete()
     dropped = 0
     while True:
         with transaction.atomic():
             ids = list(
-                AssignmentChange.objects.filter(change_xid__lte=floor.xid).values_list("id", flat=True)[:batch_size]
+                AssignmentChange.objects.filter(change_xid__lt=floor.horizon).values_list("id", flat=True)[:batch_size]
             )
             AssignmentChange.objects.filter(id__in=ids).delete()
         dropped += len(ids)

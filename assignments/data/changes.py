@@ -24,7 +24,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Max
+from django.db.models import Q
 from django.utils import timezone
 
 from assignments.errors import CursorExpired
@@ -35,7 +35,7 @@ from core.citus import workers_prepared_settled
 from core.commitorder import POSTGRES_HORIZON, Position, after_filter
 from core.exports import timestamp_format
 from idlinks.selectors import subject_type_keys
-from idlinks.storage import LINK_RANK, link_changes
+from idlinks.storage import LINK_RANK, link_changes, link_last_below
 
 LIMIT_DEFAULT = 1000
 LIMIT_MAX = 10_000
@@ -100,15 +100,16 @@ class Page:
 def changes_page(*, after: Position | None, limit: int = LIMIT_DEFAULT) -> Page:
     """The first `limit` changes after `after` (from the oldest kept without it) that can be served now.
 
-    Raises CursorExpired when `after` is older than the changes kept.
+    Raises CursorExpired when changes after `after` were dropped (change_retention).
     """
-    floor = change_floor()
-    if after is not None and after < floor:
+    retention = change_retention()
+    if after is not None and retention.dropped is not None and after < retention.dropped:
         raise CursorExpired(
-            "this cursor is older than the changes kept (CHANGES_RETENTION_DAYS): start again from a full "
-            "export (export_assignments, export_id_links) and follow the feed from a new cursor"
+            "changes after this cursor are older than the changes kept (CHANGES_RETENTION_DAYS) and were dropped: "
+            "start again from a full export (export_assignments, export_id_links) and follow the feed from a new "
+            "cursor"
         )
-    start = after or floor
+    start = after or retention.floor
     horizon = change_horizon()
     if horizon is None:
         return Page([], start)
@@ -142,12 +143,54 @@ def horizon_read() -> int:
         return cursor.fetchone()[0]
 
 
-def change_floor() -> Position:
-    """The position before the oldest change kept: changes before it are older than CHANGES_RETENTION_DAYS
-    (ChangeMark)."""
+@dataclass(frozen=True)
+class Retention:
+    # Where the feed starts without a cursor: after every change it no longer serves.
+    floor: Position
+    # The last change it no longer serves (None: it serves all): a cursor before it has missed changes.
+    dropped: Position | None
+
+
+def floor_mark() -> ChangeMark | None:
+    """The mark below whose horizon the feed serves nothing: the newest older than CHANGES_RETENTION_DAYS or,
+    if newer, the newest that prune_changes has dropped changes below."""
     cutoff = timezone.now() - dt.timedelta(days=settings.CHANGES_RETENTION_DAYS)
-    horizon = ChangeMark.objects.filter(observed_at__lt=cutoff).aggregate(horizon=Max("horizon"))["horizon"]
-    return Position.before(horizon or 0)
+    return (
+        ChangeMark.objects.filter(Q(observed_at__lt=cutoff) | Q(pruned=True))
+        .order_by("-horizon", "-observed_at")
+        .first()
+    )
+
+
+def change_retention() -> Retention:
+    """What the feed still serves: the changes above the floor mark."""
+    mark = floor_mark()
+    if mark is None:
+        return Retention(Position.before(0), None)
+    dropped = None if mark.last_xid is None else Position(mark.last_xid, mark.last_rank, mark.last_row)
+    return Retention(Position.before(mark.horizon), dropped)
+
+
+LAST_ASSIGNMENT = """
+SELECT change_xid, 0, id FROM assignments_assignment WHERE change_xid IS NOT NULL AND change_xid < %s
+ORDER BY change_xid DESC, id DESC LIMIT 1
+"""
+LAST_LOGGED = """
+SELECT change_xid, rank, assignment_id FROM assignments_assignmentchange WHERE change_xid < %s
+ORDER BY change_xid DESC, rank DESC, assignment_id DESC LIMIT 1
+"""
+
+
+def last_change_below(horizon: int) -> Position | None:
+    """The last change of the transactions below `horizon`, or None if they made none. It stays the last:
+    those transactions have ended, and a change moved to the log keeps its position."""
+    found = []
+    with connection.cursor() as cursor:
+        for sql in (LAST_ASSIGNMENT, LAST_LOGGED):
+            cursor.execute(sql, [horizon])
+            found += [Position(*row) for row in cursor.fetchall()]
+    found += [Position(xid, LINK_RANK, row) for xid, row in link_last_below(horizon)]
+    return max(found, default=None)
 
 
 def _assignment(experiment_id, subject_id, variant_id, cohort, created_at, source) -> dict[str, Any]:

@@ -129,12 +129,13 @@ class ChangesApi(JsonApiView):
                         "limit: must be a whole number from 1 to 10000",
                     ),
                     410: ProblemDoc(
-                        "The cursor is older than the changes kept (`CHANGES_RETENTION_DAYS`): start again from a "
-                        "full export (`cursor_expired`).",
+                        "Changes after the cursor are older than `CHANGES_RETENTION_DAYS` and were dropped: start "
+                        "again from a full export (`cursor_expired`).",
                         "cursor_expired",
                         "Cursor expired",
-                        "this cursor is older than the changes kept (CHANGES_RETENTION_DAYS): start again from a "
-                        "full export (export_assignments, export_id_links) and follow the feed from a new cursor",
+                        "changes after this cursor are older than the changes kept (CHANGES_RETENTION_DAYS) and "
+                        "were dropped: start again from a full export (export_assignments, export_id_links) and "
+                        "follow the feed from a new cursor",
                     ),
                 },
             ),

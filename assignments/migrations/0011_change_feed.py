@@ -126,6 +126,10 @@ class Migration(migrations.Migration):
                 ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
                 ("horizon", models.BigIntegerField()),
                 ("observed_at", models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
+                ("last_xid", models.BigIntegerField(null=True)),
+                ("last_rank", models.SmallIntegerField(null=True)),
+                ("last_row", models.BigIntegerField(null=True)),
+                ("pruned", models.BooleanField(default=False)),
             ],
         ),
         migrations.SeparateDatabaseAndState(

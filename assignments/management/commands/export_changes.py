@@ -6,7 +6,7 @@ from pathlib import Path
 
 from django.core.management.base import CommandError
 
-from assignments.data.changes import LIMIT_MAX, Change, change_floor, changes_page
+from assignments.data.changes import LIMIT_MAX, Change, change_retention, changes_page
 from assignments.errors import CursorExpired
 from core.commands import DataOutputCommand
 from core.commitorder import Position
@@ -81,8 +81,9 @@ class Command(DataOutputCommand):
                     raise CommandError(f"cannot write {output}: {exc.strerror or exc}") from None
         except CursorExpired:
             raise CommandError(
-                "the cursor is older than the changes kept (CHANGES_RETENTION_DAYS): make a fresh full copy with "
-                "export_assignments (and export_id_links), then follow from a new cursor",
+                "changes after the cursor are older than the changes kept (CHANGES_RETENTION_DAYS) and were "
+                "dropped: make a fresh full copy with export_assignments (and export_id_links), then follow from "
+                "a new cursor",
                 returncode=2,
             ) from None
         self.stdout.flush()
@@ -108,7 +109,7 @@ class FeedRead:
     read, `next` is where the feed goes on."""
 
     def __init__(self, *, start: Position | None, limit: int | None) -> None:
-        self.next = start or change_floor()
+        self.next = start or change_retention().floor
         self._after = start
         self._limit = limit
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from assignments.data.change_log import PRUNE_BATCH_SIZE, changes_prune
-from assignments.data.changes import change_floor
+from assignments.data.changes import change_retention
 from core.commands import ServiceCommand
 
 
@@ -26,5 +26,5 @@ class Command(ServiceCommand):
         dropped = changes_prune(batch_size=max(batch_size, 1))
         self.stdout.write(
             f"dropped {dropped} logged changes older than {settings.CHANGES_RETENTION_DAYS} days; "
-            f"the feed starts after {change_floor().cursor()}"
+            f"the feed starts after {change_retention().floor.cursor()}"
         )

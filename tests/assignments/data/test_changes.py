@@ -194,4 +194,18 @@ def test_a_cursor_older_than_the_retention_is_gone_and_the_feed_starts_after_it(
     assert [c["assignment"]["subject_id"] for c in kept] == ["u-2"]
     assert AssignmentChange.objects.count() == 0
     assert ChangeMark.objects.count() == 1
-    assert feed_read(admin_api, old["next"])[-1]["assignment"]["subject_id"] == "u-2"
+    # A longer retention set afterwards does not bring back what was dropped.
+    assert_problem(admin_api.get(f"/changes?after={old['next']}"), status=410, code="cursor_expired")
+
+
+def test_a_cursor_after_which_nothing_was_dropped_does_not_expire(admin_api, checkout):
+    assign(admin_api, "u-1")
+    quiet = admin_api.get("/changes").json()["next"]
+    with override_settings(CHANGES_RETENTION_DAYS=0):
+        changes_prune()
+        changes_prune()
+        assert admin_api.get(f"/changes?after={quiet}").json() == {"changes": [], "next": quiet}
+    assign(admin_api, "u-2")
+    changes_prune()
+
+    assert [c["assignment"]["subject_id"] for c in feed_read(admin_api, quiet)] == ["u-2"]
