@@ -216,6 +216,9 @@ def test_schema__changes__its_parameters_and_problems(openapi):
         "limit": "query",
     }
     assert set(operation["responses"]) == {"200", "400", "401", "403", "410", "500", "503"}
-    assert operation["responses"]["410"]["content"]["application/problem+json"]["examples"]["CursorExpired"][
-        "value"
-    ]["code"] == "cursor_expired"
+    assert (
+        operation["responses"]["410"]["content"]["application/problem+json"]["examples"]["CursorExpired"]["value"][
+            "code"
+        ]
+        == "cursor_expired"
+    )
