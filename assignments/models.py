@@ -106,6 +106,14 @@ class Experiment(ResourceModel):
         # the experiments it covers) and general; statuses draft, active and ended only.
         HOLDOUT = "holdout"
 
+    class ValueType(models.TextChoices):
+        # spec.valueType: the type of every variant's value (Variant.value); none, a variant's value is its ID.
+        STRING = "string"
+        BOOLEAN = "boolean"
+        INTEGER = "integer"
+        FLOAT = "float"
+        OBJECT = "object"
+
     class Status(models.TextChoices):
         # Declaration order is the lifecycle order; see can_move_to.
         DRAFT = "draft"
@@ -124,6 +132,9 @@ class Experiment(ResourceModel):
     winning_variant = models.ForeignKey("Variant", on_delete=models.PROTECT, null=True, blank=True, related_name="+")
     # spec.followLinks: a new subject takes the variant of an identifier linked to it, if one has any.
     follow_links = models.BooleanField(default=False)
+    # spec.valueType, empty for none; spec.bulkEvaluation: listed by OpenFeature's bulk evaluation.
+    value_type = models.CharField(max_length=10, choices=ValueType.choices, blank=True, default="", db_default="")
+    bulk_evaluation = models.BooleanField(default=True, db_default=True)
     # Who enters (gates.py): spec.enrollment, spec.targeting (the conditions as the YAML holds them,
     # null for none) and spec.coverage; each change while active starts a cohort.
     enrollment_start_at = models.DateTimeField(null=True, blank=True)
@@ -211,6 +222,9 @@ class Variant(models.Model):
     position = models.PositiveIntegerField()
     is_control = models.BooleanField(default=False)
     split = models.FloatField()
+    # What the product does in this arm, of the experiment's value_type (configuration/values.py); null
+    # without one. JSON null inside an object value is kept.
+    value = models.JSONField(null=True, blank=True)
 
     objects = ResourceQuerySet.as_manager()
 
