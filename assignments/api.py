@@ -94,6 +94,16 @@ class SubjectAttributesField(StrictField):
         return data
 
 
+INCLUDE_VALUES_HELP = (
+    "true: the answer adds `values`, each variant's value (its ID when the experiment has no value type)."
+)
+
+
+def _value_field() -> serializers.JSONField:
+    """A variant's value in an answer: any JSON value of the experiment's value type."""
+    return serializers.JSONField(help_text="The variant's value: a string, boolean, integer, float or object.")
+
+
 EXPERIMENT_NOT_FOUND = ProblemDoc(
     "No experiment has that ID.",
     "experiment_not_found",
@@ -113,6 +123,7 @@ class ExperimentAssignmentsApi(JsonApiView):
             required=False,
             help_text="Subject ID (one of `subject_ids`) to that subject's attributes. " + ATTRIBUTES_HELP,
         )
+        include_values = StrictBooleanField(default=False, help_text=INCLUDE_VALUES_HELP)
 
         def validate(self, data):
             attributes = data.get("attributes")
@@ -174,6 +185,11 @@ class ExperimentAssignmentsApi(JsonApiView):
                             required=False,
                             help_text=EXCLUDED_HELP,
                         ),
+                        "values": serializers.DictField(
+                            child=_value_field(),
+                            required=False,
+                            help_text="With `include_values`: variant ID to value, for each variant in `assignments`.",
+                        ),
                     },
                 ),
                 description="One key per distinct subject ID exactly as sent; the value is the variant ID. "
@@ -207,10 +223,14 @@ class ExperimentAssignmentsApi(JsonApiView):
             experiment_id=data["experiment_id"],
             subject_ids=data["subject_ids"],
             attributes=data.get("attributes"),
+            include_values=data["include_values"],
         )
+        body = {"assignments": answer.assignments}
         if answer.excluded:
-            return {"assignments": answer.assignments, "excluded": answer.excluded}
-        return {"assignments": answer.assignments}
+            body["excluded"] = answer.excluded
+        if answer.values is not None:
+            body["values"] = answer.values
+        return body
 
 
 class AssignmentsApi(JsonApiView):
@@ -233,6 +253,7 @@ class AssignmentsApi(JsonApiView):
             default=True, help_text="false: store nothing, answer only stored assignments and winners."
         )
         attributes = AttributesField(required=False, help_text="The subject's attributes. " + ATTRIBUTES_HELP)
+        include_values = StrictBooleanField(default=False, help_text=INCLUDE_VALUES_HELP)
 
     body = RequestBody(InputSerializer)
 
@@ -291,6 +312,12 @@ class AssignmentsApi(JsonApiView):
                             + ", ".join(f"`{reason}`" for reason in gates.REASONS)
                             + "; the first that applies, in this order.",
                         ),
+                        "values": serializers.DictField(
+                            child=_value_field(),
+                            required=False,
+                            help_text="With `include_values`: experiment ID to the value of its variant, for each "
+                            "experiment in `assignments`.",
+                        ),
                     },
                 ),
                 description="Every experiment asked for, in exactly one of `assignments` and `unassigned`.",
@@ -325,14 +352,18 @@ class AssignmentsApi(JsonApiView):
             experiment_ids=experiment_ids,
             assign=data["assign"],
             attributes=data.get("attributes"),
+            include_values=data["include_values"],
         )
         # The batch of this endpoint is the experiments answered, named or found running.
         request_log_note(batch_size=len(answer.assignments) + len(answer.unassigned))
-        return {
+        body = {
             "assignments": answer.assignments,
             "new_assignments": answer.new_assignments,
             "unassigned": answer.unassigned,
         }
+        if answer.values is not None:
+            body["values"] = answer.values
+        return body
 
 
 class IdLinkApi(LinkApi):

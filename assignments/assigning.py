@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError
@@ -306,6 +307,8 @@ class ExperimentAssignments:
     assignments: dict[str, str]
     # Subject ID -> the reason a gate kept it out (it got the control); empty when nobody was.
     excluded: dict[str, str]
+    # Variant ID -> its value, for each variant in `assignments`; None unless asked for.
+    values: dict[str, Any] | None = None
 
 
 def _winner_reason(
@@ -332,11 +335,20 @@ def _not_found(unknown: list[str]) -> ExperimentNotFound:
 
 
 def _experiment_answer(
-    experiment_id: str, subject_ids: list[str], attributes: Attributes, *, bypass_cache: bool
+    experiment_id: str, subject_ids: list[str], attributes: Attributes, *, include_values: bool, bypass_cache: bool
 ) -> ExperimentAssignments | None:
     state = experiment_state_get(experiment_id=experiment_id, bypass_cache=bypass_cache)
     if state is None:
         raise _not_found([experiment_id])
+    answer = _experiment_variants(state, subject_ids, attributes, bypass_cache=bypass_cache)
+    if answer is None or not include_values:
+        return answer
+    return replace(answer, values={key: state.value_of(key) for key in dict.fromkeys(answer.assignments.values())})
+
+
+def _experiment_variants(
+    state: ExperimentState, subject_ids: list[str], attributes: Attributes, *, bypass_cache: bool
+) -> ExperimentAssignments | None:
     if attributes:
         subject_type = subject_type_get(subject_type_id=state.subject_type_key)
         declared = subject_type.attribute_types() if subject_type is not None else {}
@@ -406,7 +418,11 @@ def _experiment_answer(
 
 
 def assign_subjects(
-    *, experiment_id: str, subject_ids: Sequence[str], attributes: Attributes | None = None
+    *,
+    experiment_id: str,
+    subject_ids: Sequence[str],
+    attributes: Attributes | None = None,
+    include_values: bool = False,
 ) -> ExperimentAssignments:
     """Each distinct subject's variant ID, in the order first sent (POST /experiment-assignments).
 
@@ -419,12 +435,14 @@ def assign_subjects(
     the others, nothing stored.
     The experiment's state comes from a per-process cache that is checked against
     the stored resource_version on every request, so an apply by any process is
-    seen by the next request.
+    seen by the next request. `include_values` adds each variant's value (ExperimentState.value_of).
     """
     distinct = list(dict.fromkeys(subject_ids))
     sent = attributes or {}
     return _with_fresh_state(
-        lambda bypass_cache: _experiment_answer(experiment_id, distinct, sent, bypass_cache=bypass_cache)
+        lambda bypass_cache: _experiment_answer(
+            experiment_id, distinct, sent, include_values=include_values, bypass_cache=bypass_cache
+        )
     )
 
 
@@ -435,6 +453,8 @@ class SubjectAssignments:
     assignments: dict[str, str]
     new_assignments: list[str]
     unassigned: dict[str, str]
+    # Experiment ID -> the value of its variant in `assignments`; None unless asked for.
+    values: dict[str, Any] | None = None
 
 
 class Unassigned:
@@ -468,6 +488,7 @@ def _subject_answer(
     attributes: Mapping[str, object],
     *,
     assign: bool,
+    include_values: bool,
     bypass_cache: bool,
 ) -> SubjectAssignments | None:
     catalog = experiment_catalog_get(bypass_cache=bypass_cache)
@@ -518,6 +539,11 @@ def _subject_answer(
                 answer.new_assignments.append(state.key)
     if winners_excluded:
         _count_excluded({state.pk: state for state in states}, winners_excluded)
+    if include_values:
+        by_key = {state.key: state for state in states}
+        return replace(
+            answer, values={key: by_key[key].value_of(variant) for key, variant in answer.assignments.items()}
+        )
     return answer
 
 
@@ -527,6 +553,7 @@ def assign_subject(
     experiment_ids: Sequence[str] | None,
     assign: bool,
     attributes: Mapping[str, object] | None = None,
+    include_values: bool = False,
 ) -> SubjectAssignments:
     """One subject, known by one identifier per subject type, in many experiments (POST /assignments).
 
@@ -553,5 +580,7 @@ def assign_subject(
             raise _invalid_attributes(list(errors.values()))
     named = None if experiment_ids is None else list(experiment_ids)
     return _with_fresh_state(
-        lambda bypass_cache: _subject_answer(identifiers, named, sent, assign=assign, bypass_cache=bypass_cache)
+        lambda bypass_cache: _subject_answer(
+            identifiers, named, sent, assign=assign, include_values=include_values, bypass_cache=bypass_cache
+        )
     )

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from django.db.models import Max, Q, QuerySet, Sum
 from django.db.models.functions import Lower
@@ -46,6 +47,9 @@ class ExperimentState:
     gates: Gates
     kind: str = Experiment.Kind.EXPERIMENT
     catalog_version: int = 0
+    # spec.valueType ("" for none) and each variant's value by variant ID (Variant.value).
+    value_type: str = ""
+    variant_values: dict[str, Any] = field(default_factory=dict)
     # Every holdout covering the experiment, in the order listed; their states, for the active ones.
     holdout_pks: tuple[int, ...] = ()
     holdouts: tuple[ExperimentState, ...] = ()
@@ -61,6 +65,15 @@ class ExperimentState:
 
     def variant_pk_for(self, subject_id: str) -> int:
         return self.allocation.variant_for(self.salt, subject_id)
+
+    def value_of(self, variant_key: str) -> Any:
+        """The value the API serves for the variant: its stored value, or its ID without a value type. A variant
+        added after the state was loaded is read."""
+        if not self.value_type:
+            return variant_key
+        if variant_key not in self.variant_values:
+            return Variant.objects.filter(experiment=self.pk, key=variant_key).values_list("value", flat=True).first()
+        return self.variant_values[variant_key]
 
 
 def experiment_get_ci(*, experiment_id: str) -> Experiment | None:
@@ -110,18 +123,21 @@ def experiment_states_load(experiments: QuerySet[Experiment]) -> list[Experiment
             "kind",
             "layer__salt",
             "slots",
+            "value_type",
         )
     )
     if not rows:
         return []
     variants: dict[int, list[tuple[int, str, float]]] = defaultdict(list)
+    values: dict[int, dict[str, Any]] = defaultdict(dict)
     controls: dict[int, int] = {}
-    for experiment_pk, pk, key, split, is_control in (
+    for experiment_pk, pk, key, split, is_control, value in (
         Variant.objects.filter(experiment__in=[row[0] for row in rows])
         .order_by("experiment", "position")
-        .values_list("experiment", "pk", "key", "split", "is_control")
+        .values_list("experiment", "pk", "key", "split", "is_control", "value")
     ):
         variants[experiment_pk].append((pk, key, split))
+        values[experiment_pk][key] = value
         if is_control:
             controls[experiment_pk] = pk
     states = {
@@ -150,6 +166,8 @@ def experiment_states_load(experiments: QuerySet[Experiment]) -> list[Experiment
             ),
             kind=kind,
             catalog_version=catalog_version,
+            value_type=value_type,
+            variant_values=values[pk] if value_type else {},
         )
         for (
             pk,
@@ -170,6 +188,7 @@ def experiment_states_load(experiments: QuerySet[Experiment]) -> list[Experiment
             kind,
             layer_salt,
             slots,
+            value_type,
         ) in rows
     }
     for pk, holdout_pks in covering.items():
