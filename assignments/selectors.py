@@ -72,8 +72,14 @@ class ExperimentState:
         if not self.value_type:
             return variant_key
         if variant_key not in self.variant_values:
-            return Variant.objects.filter(experiment=self.pk, key=variant_key).values_list("value", flat=True).first()
+            value = Variant.objects.filter(experiment=self.pk, key=variant_key).values_list("value", flat=True).first()
+            return value_as_typed(self.value_type, value)
         return self.variant_values[variant_key]
+
+
+def value_as_typed(value_type: str, value: Any) -> Any:
+    """A stored value as its type serves it: PostgreSQL's JSON hands a float from 1e16 on back as an integer."""
+    return float(value) if value_type == Experiment.ValueType.FLOAT and value is not None else value
 
 
 def experiment_get_ci(*, experiment_id: str) -> Experiment | None:
@@ -129,6 +135,7 @@ def experiment_states_load(experiments: QuerySet[Experiment]) -> list[Experiment
     if not rows:
         return []
     variants: dict[int, list[tuple[int, str, float]]] = defaultdict(list)
+    value_types = {row[0]: row[-1] for row in rows}
     values: dict[int, dict[str, Any]] = defaultdict(dict)
     controls: dict[int, int] = {}
     for experiment_pk, pk, key, split, is_control, value in (
@@ -137,7 +144,7 @@ def experiment_states_load(experiments: QuerySet[Experiment]) -> list[Experiment
         .values_list("experiment", "pk", "key", "split", "is_control", "value")
     ):
         variants[experiment_pk].append((pk, key, split))
-        values[experiment_pk][key] = value
+        values[experiment_pk][key] = value_as_typed(value_types[experiment_pk], value)
         if is_control:
             controls[experiment_pk] = pk
     states = {

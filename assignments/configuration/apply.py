@@ -221,6 +221,8 @@ def _apply_experiment(spec: ExperimentSpec) -> str:
         "coverage": spec.coverage,
         "layer_id": None if layer is None else layer.pk,
         "slots": None if layer is None else layers.slots_document(spec.layer.slots),
+        "value_type": spec.value_type,
+        "bulk_evaluation": spec.bulk_evaluation,
     }
     if created:
         for name, value in values.items():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,6 +24,23 @@ def same(stored: Any, given: Any) -> bool:
     if isinstance(stored, (list, tuple)) and isinstance(given, (list, tuple)):
         return type(stored) is type(given) and len(stored) == len(given) and all(map(same, stored, given))
     return stored == given
+
+
+def value_same(stored: Any, given: Any) -> bool:
+    """Whether a variant's stored value is the one given, as the API serves it: same() that also tells 1 from
+    1.0 (an integer value from a float one, at any depth of an object), but for the float that PostgreSQL's
+    jsonb gives back as a whole number (1e16 and above, which it writes without a point)."""
+    if isinstance(stored, bool) or isinstance(given, bool):
+        return same(stored, given)
+    if isinstance(stored, int) and isinstance(given, float):
+        return abs(given) >= 2**53 and float(stored) == given
+    if isinstance(stored, float) and isinstance(given, int):
+        return False
+    if isinstance(stored, dict) and isinstance(given, dict):
+        return stored.keys() == given.keys() and all(value_same(stored[key], given[key]) for key in stored)
+    if isinstance(stored, list) and isinstance(given, list):
+        return len(stored) == len(given) and all(map(value_same, stored, given))
+    return same(stored, given)
 
 
 def model_update(instance, values: dict[str, Any]) -> bool:
@@ -77,13 +95,18 @@ def variants_write(experiment: Experiment, variants: Sequence[VariantSpec]) -> t
             "position": position,
             "is_control": variant_spec.is_control,
             "split": variant_spec.split,
+            "value": variant_spec.value,
         }
         variant = stored.get(variant_spec.key.lower())
         if variant is None:
             Variant.objects.create(experiment=experiment, **values)
             changed = True
             continue
-        updates = [name for name, value in values.items() if getattr(variant, name) != value]
+        updates = [
+            name
+            for name, value in values.items()
+            if not (value_same if name == "value" else operator.eq)(getattr(variant, name), value)
+        ]
         if updates:
             for name in updates:
                 setattr(variant, name, values[name])

@@ -50,6 +50,8 @@ class VariantSpec:
     description: str
     is_control: bool
     split: float
+    # Of the experiment's spec.valueType, as stored and served (values.value_checked); None without one.
+    value: Any = None
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from assignments.configuration import holdouts, layers
 from assignments.configuration.document_reader import document_of
 from assignments.configuration.resources import population_document
 from assignments.models import Experiment, Lab, Layer, SubjectType
+from assignments.selectors import value_as_typed
 from assignments.slots import ranges_from
 
 
@@ -59,6 +60,8 @@ def _experiment_document(experiment: Experiment, holdout_keys: list[str]) -> dic
             item["description"] = variant.description
         item["control"] = variant.is_control
         item["split"] = variant.split
+        if experiment.value_type:
+            item["value"] = value_as_typed(experiment.value_type, variant.value)
         variants.append(item)
     spec: dict[str, Any] = {
         "subjectType": experiment.subject_type.key,
@@ -75,6 +78,11 @@ def _experiment_document(experiment: Experiment, holdout_keys: list[str]) -> dic
     if holdout_keys:
         spec["holdouts"] = holdout_keys
     spec.update(population)
+    # Each only when not its default, as coverage: a document without them exports without them.
+    if experiment.value_type:
+        spec["valueType"] = experiment.value_type
+    if not experiment.bulk_evaluation:
+        spec["bulkEvaluation"] = False
     spec["variants"] = variants
     return document_of("experiment", experiment, spec=spec, status=experiment.status, parentId=experiment.lab.key)
 

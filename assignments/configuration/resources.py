@@ -9,6 +9,7 @@ The admin builds the same documents from its forms, so both go through one reade
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 import yaml
 
 from assignments import gates
-from assignments.configuration import holdouts, layers
+from assignments.configuration import holdouts, layers, values
 from assignments.configuration.document_reader import (
     SCHEMA_VERSION,
     Reader,
@@ -25,6 +26,7 @@ from assignments.configuration.document_reader import (
     ResourceProblem,
     Source,
     VariantSpec,
+    given_text,
     kind_with_article,
     read_metadata,
 )
@@ -56,9 +58,11 @@ EXPERIMENT_SPEC_FIELDS = {
     "layer",
     "targeting",
     "coverage",
+    "valueType",
+    "bulkEvaluation",
     "variants",
 }
-VARIANT_FIELDS = {"id", "name", "description", "control", "split"}
+VARIANT_FIELDS = {"id", "name", "description", "control", "split", "value"}
 SUBJECT_TYPE_SPEC_FIELDS = {"attributes"}
 ATTRIBUTE_FIELDS = {"name", "type"}
 ENROLLMENT_FIELDS = {"startAt", "stopAt"}
@@ -100,6 +104,9 @@ class ExperimentSpec(ResourceIdentity, Salted):
     layer: Placement | None = None
     # spec.holdouts, the IDs as written; None when left out (the stored ones are kept).
     holdouts: tuple[str, ...] | None = None
+    # spec.valueType, "" for none (each variant's value is then None), and spec.bulkEvaluation.
+    value_type: str = ""
+    bulk_evaluation: bool = True
 
     kind = "experiment"
 
@@ -168,7 +175,71 @@ def _condition_in_order(condition: dict[str, Any]) -> dict[str, Any]:
 ResourceSpec = SubjectTypeSpec | LabSpec | LayerSpec | HoldoutSpec | ExperimentSpec
 
 
-def _read_variants(reader: Reader, value: Any) -> tuple[VariantSpec, ...]:
+# A boolean or a number as JSON writes it: a quoted string that is one may have been meant unquoted.
+_JSON_SCALAR = re.compile(rf"true|false|{values.NUMBER_TEXT.pattern}")
+
+
+def _value_refusal(value_type: str, value: Any, message: str) -> str:
+    """The refusal of a variant's value, which says what it must be; and what was given instead when that is
+    not of the type at all (as Reader.wrong words it), with the fix when YAML's reading caused it."""
+    if value_type == Experiment.ValueType.STRING:
+        mistyped = not isinstance(value, str)
+        fix = "" if isinstance(value, (list, dict)) else " (quote numbers and booleans in YAML)"
+    elif value_type == Experiment.ValueType.OBJECT:
+        mistyped, fix = not isinstance(value, dict), ""
+    else:
+        mistyped, fix = True, " (leave the quotes off in YAML)" if _unquoted_fits(value_type, value) else ""
+    return f"{message}, not {given_text(value)}{fix}" if mistyped else message
+
+
+def _unquoted_fits(value_type: str, value: Any) -> bool:
+    """Whether `value` is a string that YAML reads, without its quotes, as a value the type takes."""
+    if not isinstance(value, str) or not _JSON_SCALAR.fullmatch(value):
+        return False
+    unquoted = yaml.safe_load(value)
+    if isinstance(unquoted, str):
+        # PyYAML reads 1e3 (no point) as a string.
+        return False
+    try:
+        values.value_checked(value_type, unquoted)
+    except values.ValueRefused:
+        return False
+    return True
+
+
+def _read_value(reader: Reader, data: dict, path: str, value_type: str | None) -> Any:
+    """A variant's `value`, as stored: required with a spec.valueType (`value_type`), refused without one;
+    None when there is none, or it is refused, or the value type is (then nothing can check it)."""
+    where = f"{path}.value"
+    if value_type is None:
+        return None
+    if not value_type:
+        if "value" in data:
+            reader.error(where, "is allowed only with spec.valueType (set one, or leave the value out)")
+        return None
+    value = data.get("value")
+    if value is None:
+        reader.wrong(where, None, values.WANTED[value_type])
+        return None
+    try:
+        return values.value_checked(value_type, value)
+    except values.ValueRefused as refused:
+        reader.error(where, _value_refusal(value_type, value, str(refused)))
+        return None
+
+
+def _read_value_type(reader: Reader, spec: dict) -> str | None:
+    """spec.valueType: "" when left out, None when it is not one of the types (said so)."""
+    value_type = spec.get("valueType")
+    if value_type is None:
+        return ""
+    if not isinstance(value_type, str) or value_type not in values.VALUE_TYPES:
+        reader.wrong("spec.valueType", value_type, f"one of {', '.join(values.VALUE_TYPES)} (leave it out for none)")
+        return None
+    return value_type
+
+
+def _read_variants(reader: Reader, value: Any, value_type: str | None = "") -> tuple[VariantSpec, ...]:
     if not isinstance(value, list):
         reader.wrong("spec.variants", value, "a list of variants")
         return ()
@@ -187,6 +258,7 @@ def _read_variants(reader: Reader, value: Any) -> tuple[VariantSpec, ...]:
             split = None
         elif not 0 <= split <= 1:
             reader.error(f"{path}.split", "must be between 0 and 1")
+        variant_value = _read_value(reader, data, path, value_type)
         if key is not None:
             if key.lower() in seen:
                 reader.error(f"{path}.id", f"duplicates variant {key!r} (IDs are compared ignoring case)")
@@ -199,6 +271,7 @@ def _read_variants(reader: Reader, value: Any) -> tuple[VariantSpec, ...]:
                     description=reader.text(data, "description", path),
                     is_control=control,
                     split=float(split),
+                    value=variant_value,
                 )
             )
     if len(variants) == len(value):
@@ -382,7 +455,11 @@ def _read_experiment(reader: Reader, document: dict) -> ExperimentSpec | None:
     follow_links = spec.get("followLinks", False)
     if not isinstance(follow_links, bool):
         reader.error("spec.followLinks", "must be true or false")
-    variants = _read_variants(reader, spec.get("variants"))
+    value_type = _read_value_type(reader, spec)
+    bulk_evaluation = spec.get("bulkEvaluation", True)
+    if not isinstance(bulk_evaluation, bool):
+        reader.error("spec.bulkEvaluation", "must be true or false")
+    variants = _read_variants(reader, spec.get("variants"), value_type)
     start_at, stop_at = _read_enrollment(reader, spec.get("enrollment"))
     targeting = _read_targeting(reader, spec.get("targeting"))
     coverage = _read_coverage(reader, spec.get("coverage"))
@@ -414,6 +491,8 @@ def _read_experiment(reader: Reader, document: dict) -> ExperimentSpec | None:
         coverage=coverage,
         layer=placement,
         holdouts=listed_holdouts,
+        value_type=value_type,
+        bulk_evaluation=bulk_evaluation,
     )
 
 

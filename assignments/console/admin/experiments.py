@@ -15,6 +15,7 @@ from assignments.configuration.export import experiment_population
 from assignments.configuration.holdouts import holdouts_stored
 from assignments.console.admin.lifecycle import TRANSITIONS, LifecycleAdmin, health_context
 from assignments.console.forms.experiments import ExperimentForm, TrySubjectForm, VariantForm, VariantFormSet
+from assignments.console.forms.experiments import value_text as variant_value_text
 from assignments.console.population_text import population_text
 from assignments.console.previews import subject_preview
 from assignments.models import Cohort, Experiment, Variant
@@ -24,13 +25,22 @@ class VariantInline(admin.TabularInline):
     model = Variant
     form = VariantForm
     formset = VariantFormSet
-    fields = ["key", "name", "description", "is_control", "split", "remove"]
+    fields = ["key", "name", "description", "is_control", "split", "value_text", "remove"]
     extra = 1
     can_delete = False
     verbose_name_plural = "Variants (in configuration order; new ones go last)"
 
     def get_formset(self, request, obj=None, **kwargs):
         return super().get_formset(request, obj, **{**kwargs, "fields": []})
+
+    def get_queryset(self, request):
+        # Each row's value is read as its experiment's value type says.
+        return super().get_queryset(request).select_related("experiment")
+
+    @admin.display(description="Value")
+    def value_text(self, obj: Variant) -> str:
+        """The value as staff who may only view read it: as its field shows it to those who may change it."""
+        return variant_value_text(obj.experiment.value_type, obj.value)
 
 
 def splits_line(splits: list[dict]):
@@ -85,6 +95,14 @@ class ExperimentAdmin(LifecycleAdmin):
             },
         ),
         ("Assignment", {"fields": ["salt", "winning_variant", "follow_links"]}),
+        (
+            "Values",
+            {
+                "fields": ["value_type", "bulk_evaluation"],
+                "description": "What the product does in each variant: every variant has a value of the value "
+                "type, typed in its row below.",
+            },
+        ),
         (
             "Who enters",
             {

@@ -17,10 +17,12 @@ from django.utils.html import format_html, format_html_join
 from assignments import gates
 from assignments.configuration.layers import ranges_text
 from assignments.configuration.resources import ResourceProblem
+from assignments.configuration.values import NUMBER_TEXT
 from assignments.console.forms.resources import NOT_SAVED, ResourceForm, declared_fields_only, id_field
 from assignments.console.population_text import percent_text
 from assignments.console.reports import experiment_assignments_total
 from assignments.models import Experiment, Lab, Layer, SubjectType, Variant
+from assignments.selectors import value_as_typed
 from core.api.fields import subject_id_problem
 
 TARGETING_EXAMPLE = """- {attribute: country, in: [DE, AT]}
@@ -118,6 +120,8 @@ class ExperimentForm(ResourceForm):
         "spec.layer.id": "layer",
         "spec.layer.slots": "slots",
         "spec.coverage": "coverage",
+        "spec.valueType": "value_type",
+        "spec.bulkEvaluation": "bulk_evaluation",
     }
     applies_in_clean = False
 
@@ -179,6 +183,16 @@ class ExperimentForm(ResourceForm):
         ),
     )
     coverage = forms.FloatField(initial=1.0)
+    value_type = forms.ChoiceField(
+        label="Value type",
+        choices=[("", "(none)"), *Experiment.ValueType.choices],
+        required=False,
+        help_text="The type of every variant's value (the Value of each variant below). A change of it or of a "
+        "value starts no cohort and moves no one.",
+    )
+    bulk_evaluation = forms.BooleanField(
+        label="Bulk evaluation", required=False, initial=True, help_text="Listed by OpenFeature bulk evaluation."
+    )
     # Asked for, and then shown, only when a save would lower the coverage of a running experiment.
     confirm_coverage = forms.BooleanField(label="Yes, lower the coverage", required=False, widget=forms.HiddenInput)
 
@@ -235,6 +249,8 @@ class ExperimentForm(ResourceForm):
             "slots": ranges_text(spec["layer"]["slots"]) if "layer" in spec else "",
             "targeting": targeting_yaml(spec["targeting"]) if spec.get("targeting") else "",
             "coverage": spec.get("coverage", 1.0),
+            "value_type": spec.get("valueType", ""),
+            "bulk_evaluation": spec.get("bulkEvaluation", True),
         }
 
     def _yaml_field(self, name: str) -> Any:
@@ -319,6 +335,9 @@ class ExperimentForm(ResourceForm):
         if data["targeting"] is not None:
             spec["targeting"] = data["targeting"]
         spec["coverage"] = data["coverage"]
+        if data["value_type"]:
+            spec["valueType"] = data["value_type"]
+        spec["bulkEvaluation"] = data["bulk_evaluation"]
         document["spec"] = {**spec, "variants": variants}
         return document
 
@@ -330,12 +349,57 @@ class ExperimentForm(ResourceForm):
         return kept + sorted(keys.difference(kept), key=str.lower)
 
 
+_NO_VALUE = object()
+
+
+def value_text(value_type: str, value: Any) -> str:
+    """A variant's value as its field shows it: a string as it is, any other as JSON (an object compact)."""
+    if value is None:
+        return ""
+    if value_type == Experiment.ValueType.STRING and isinstance(value, str):
+        return value
+    return json.dumps(value_as_typed(value_type, value), ensure_ascii=False, separators=(",", ":"))
+
+
+def typed_value(value_type: str, text: str) -> Any:
+    """A variant's value from its field's text, as its experiment's `value_type` reads it: a string as typed
+    (blank: the empty string), true or false, a number as JSON writes it, an object as JSON; for the other
+    types blank is _NO_VALUE, which the service refuses as required. Any other text is given as a string,
+    which the service refuses saying what the value must be (so the page words it as the YAML's refusal).
+    Raises ValidationError for an object that is not valid JSON."""
+    if value_type == Experiment.ValueType.STRING:
+        return text
+    stripped = text.strip()
+    if not stripped:
+        return _NO_VALUE
+    if value_type == Experiment.ValueType.OBJECT:
+        try:
+            # The text as typed, so that the error's line and column are where staff look.
+            return json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise ValidationError(f"not valid JSON: {exc}") from None
+    if value_type == Experiment.ValueType.BOOLEAN and stripped in ("true", "false"):
+        return stripped == "true"
+    if value_type in (Experiment.ValueType.INTEGER, Experiment.ValueType.FLOAT) and NUMBER_TEXT.fullmatch(stripped):
+        return json.loads(stripped)
+    return text
+
+
 class VariantForm(forms.ModelForm):
     key = id_field()
     name = forms.CharField(max_length=200, required=False)
     description = forms.CharField(required=False)
     is_control = forms.BooleanField(label="Control", required=False)
     split = forms.FloatField(help_text="Share of new subjects, 0 to 1.")
+    # Not named value: a page for staff who may only view shows it through VariantInline.value_text.
+    value_text = forms.CharField(
+        label="Value",
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 1, "cols": 32, "style": "font-family: monospace"}),
+        help_text="Of the value type: a string as typed (blank: empty), true or false, a number, or an object as "
+        'JSON ({"label": "Buy"}).',
+    )
     # Not the formset's DELETE: the admin checks that by collecting every protected
     # assignment in memory, millions of rows; the service asks the database whether one exists.
     remove = forms.BooleanField(required=False, help_text="Only a variant without assignments can be removed.")
@@ -352,19 +416,24 @@ class VariantForm(forms.ModelForm):
                 description=variant.description,
                 is_control=variant.is_control,
                 split=variant.split,
+                value_text=value_text(variant.experiment.value_type, variant.value),
             )
 
     def validate_unique(self) -> None:
         """Variant IDs are unique ignoring case within the experiment: the document reader checks that."""
 
-    def variant_document(self) -> dict:
+    def variant_document(self, value_type: str) -> dict:
+        """The variant's document, its value read as `value_type` reads it; raises ValidationError for a value
+        that cannot be read."""
         data = self.cleaned_data
         document = {"id": data["key"]}
         if data["name"]:
             document["name"] = data["name"]
         if data["description"]:
             document["description"] = data["description"]
-        return {**document, "control": data["is_control"], "split": data["split"]}
+        document = {**document, "control": data["is_control"], "split": data["split"]}
+        value = typed_value(value_type, data["value_text"])
+        return document if value is _NO_VALUE else {**document, "value": value}
 
 
 class VariantFormSet(BaseInlineFormSet):
@@ -384,9 +453,15 @@ class VariantFormSet(BaseInlineFormSet):
         if any(self.errors) or not parent.is_valid():
             return
         kept = self.kept_forms()
-        whole_variants = parent.apply(
-            parent.experiment_document([form.variant_document() for form in kept]), variant_forms=kept
-        )
+        documents = []
+        for form in kept:
+            try:
+                documents.append(form.variant_document(parent.cleaned_data["value_type"]))
+            except ValidationError as error:
+                form.add_error("value_text", error)
+        if len(documents) < len(kept):
+            raise ValidationError([NOT_SAVED])
+        whole_variants = parent.apply(parent.experiment_document(documents), variant_forms=kept)
         if parent.result is None:
             # An invalid formset is what stops the admin from saving, whichever form the errors are on.
             raise ValidationError(whole_variants or [NOT_SAVED])

@@ -12,7 +12,14 @@ from assignments.configuration.resources import SCHEMA_VERSION, ResourceInvalid,
 from assignments.models import Lab, SubjectType
 
 # Document paths of a variant's fields -> VariantForm fields.
-VARIANT_FIELDS = {"id": "key", "name": "name", "description": "description", "control": "is_control", "split": "split"}
+VARIANT_FIELDS = {
+    "id": "key",
+    "name": "name",
+    "description": "description",
+    "control": "is_control",
+    "split": "split",
+    "value": "value_text",
+}
 NOT_SAVED = "Nothing was saved: correct the errors shown on this page."
 
 

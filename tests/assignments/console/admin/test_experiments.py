@@ -4,6 +4,7 @@ the population rule in words and "try a subject"."""
 from __future__ import annotations
 
 import html
+import json
 import re
 
 import pytest
@@ -184,3 +185,44 @@ def test_try_a_subject__staff_who_may_only_view__may_try_and_anonymous_may_not(c
 
     assert anonymous.status_code == 302 and "/admin/login/" in anonymous["Location"]
     assert viewed.status_code == 200 and viewed.context["preview"].reason is None
+
+
+# Variant values
+
+
+def valued_experiment(key: str, value_type: str, values: list) -> Experiment:
+    document = resources.experiment(key)
+    document["spec"]["valueType"] = value_type
+    for variant_document, value in zip(document["spec"]["variants"], values, strict=True):
+        variant_document["value"] = value
+    apply_resources(resources.subject_type("user"), document)
+    return Experiment.objects.get(key=key)
+
+
+def test_experiment_page__staff_who_may_only_view__see_each_value_objects_as_compact_json(client, db):
+    button = valued_experiment("button", "object", [{"label": "Buy"}, {"style": {"color": "#00aa00", "dark": None}}])
+    price = valued_experiment("price", "float", [1, 2.5])
+    viewer = User.objects.create_user("viewer", is_staff=True)
+    viewer.user_permissions.add(*Permission.objects.filter(codename__in=["view_experiment", "view_variant"]))
+    client.force_login(viewer)
+
+    def values_shown(experiment: Experiment) -> list[str]:
+        content = html.unescape(client.get(f"/admin/assignments/experiment/{experiment.pk}/change/").content.decode())
+        return [" ".join(cell.split()) for cell in re.findall(r'<td class="field-value_text">\s*<p>(.*?)</p>', content)]
+
+    # Compact JSON, the keys in the database's order (PostgreSQL's jsonb sorts them shortest first)
+    style = json.dumps(variant(button).value["style"], separators=(",", ":"))
+    assert values_shown(button) == ['{"label":"Buy"}', f'{{"style":{style}}}']
+    assert sorted(variant(button).value["style"]) == ["color", "dark"]
+    assert values_shown(price) == ["1.0", "2.5"]
+
+
+def test_experiment_page__value_changed__value_type_shown_and_the_history_diff_shows_the_value(staff_client, db):
+    button = valued_experiment("button", "string", ["Buy", "Buy now"])
+    valued_experiment("button", "string", ["Buy", "Buy it"])
+
+    page = staff_client.get(f"/admin/assignments/experiment/{button.pk}/change/")
+
+    content = html.unescape(page.content.decode())
+    assert '<option value="string" selected>String</option>' in content
+    assert "-    value: Buy now\n+    value: Buy it" in content

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import io
+import json
 
 import pytest
 import yaml
@@ -437,3 +438,173 @@ def test_admin_edit__gate_invalid__error_on_its_field_and_nothing_changed(staff_
 
     assert_field_error(response, field, message)
     assert stored(gated) == before
+
+
+# --- variant values: the value type, bulk evaluation and each variant's value ---
+
+INTEGER_BOUNDS = "an integer from -2^53 to 2^53 (-9007199254740992 to 9007199254740992)"
+
+
+@pytest.fixture
+def valued(db) -> Experiment:
+    """The active experiment `valued`: its values objects, control's with a nested null."""
+    document = experiment("valued")
+    document["spec"]["valueType"] = "object"
+    document["spec"]["variants"][0]["value"] = {"label": "Buy", "icon": None}
+    document["spec"]["variants"][1]["value"] = {"label": "Buy now", "style": {"color": "#00aa00"}}
+    apply_resources(subject_type("user"), document)
+    return Experiment.objects.get(key="valued")
+
+
+def values_of(experiment: Experiment) -> list:
+    return list(Variant.objects.filter(experiment=experiment).order_by("position").values_list("value", flat=True))
+
+
+def variant_errors(response) -> list[dict]:
+    return [form.errors for form in response.context["inline_admin_formsets"][0].formset.forms]
+
+
+def test_admin_edit__object_value_as_json__saved_with_history_and_no_cohort(staff_client, valued):
+    # Given a subject assigned to green
+    AssignmentFactory(experiment=valued, variant=Variant.objects.get(experiment=valued, key="green"))
+
+    # When staff change green's value, typed as JSON
+    response = edit(staff_client, valued, variants__1__value_text='{"label": "Buy now", "style": null, "n": [1, 2.5]}')
+
+    # Then it is stored as an object, in one history entry by them, and no cohort starts
+    assert response.status_code == 302, errors_of(response)
+    assert values_of(valued) == [{"label": "Buy", "icon": None}, {"label": "Buy now", "style": None, "n": [1, 2.5]}]
+    change = ResourceChange.objects.filter(kind="experiment").latest("resource_version")
+    assert (change.actor, change.resource_version) == ("alice", 2)
+    assert change.after["spec"]["variants"][1]["value"] == {"label": "Buy now", "style": None, "n": [1, 2.5]}
+    assert list(Cohort.objects.filter(experiment=valued).values_list("number", flat=True)) == [1]
+
+
+def test_admin_edit__valued_experiment_saved_unchanged__no_history(staff_client, valued):
+    before = stored(valued)
+
+    response = edit(staff_client, valued)
+
+    assert response.status_code == 302, errors_of(response)
+    assert stored(valued) == before
+
+
+@pytest.mark.parametrize(
+    ("value_type", "texts", "expected"),
+    [
+        ("string", ["Buy", " Buy now "], ["Buy", " Buy now "]),
+        ("string", ["", "42"], ["", "42"]),
+        ("boolean", ["false", " true"], [False, True]),
+        ("integer", ["42", "2.0"], [42, 2]),
+        ("float", ["1", "2.5e-3"], [1.0, 0.0025]),
+        ("object", ["{}", '{"a": {"b": null}}'], [{}, {"a": {"b": None}}]),
+    ],
+)
+def test_admin_edit__value_type_chosen_and_values_typed__stored_of_the_type_as_in_yaml(
+    staff_client, checkout, value_type, texts, expected
+):
+    # When staff give the experiment a value type and type each variant's value
+    response = edit(
+        staff_client,
+        checkout,
+        value_type=value_type,
+        variants__0__value_text=texts[0],
+        variants__1__value_text=texts[1],
+    )
+
+    # Then the values are stored of the type (2.0 the integer 2, 1 the float 1.0), as the same YAML would be
+    assert response.status_code == 302, errors_of(response)
+    checkout.refresh_from_db()
+    assert (checkout.value_type, checkout.resource_version) == (value_type, 2)
+    assert [(type(value), value) for value in values_of(checkout)] == [(type(value), value) for value in expected]
+    document = experiment("checkout", hypothesis="Green sells more")
+    document["spec"]["valueType"] = value_type
+    for variant, value in zip(document["spec"]["variants"], expected, strict=True):
+        variant["value"] = value
+    assert [str(result) for result in apply_resources(subject_type("user"), document)][1] == (
+        "experiment checkout: unchanged"
+    )
+
+
+def test_admin_edit__bulk_evaluation_unticked__saved_and_ticked_by_default_on_a_new_experiment(staff_client, checkout):
+    def ticked(url: str) -> bool:
+        fields = form_fields(staff_client.get(url).content.decode(), form_id="experiment_form")
+        return fields.get("bulk_evaluation") == "on"
+
+    assert ticked("/admin/assignments/experiment/add/") and ticked(change_url(checkout))
+
+    response = edit(staff_client, checkout, bulk_evaluation=None)
+
+    assert response.status_code == 302, errors_of(response)
+    checkout.refresh_from_db()
+    assert (checkout.bulk_evaluation, checkout.resource_version) == (False, 2)
+    change = ResourceChange.objects.filter(kind="experiment").latest("resource_version")
+    assert change.after["spec"]["bulkEvaluation"] is False and "bulkEvaluation" not in change.before["spec"]
+
+
+def test_admin_edit__object_value_not_json__error_on_the_value_and_nothing_changed(staff_client, valued):
+    before = stored(valued)
+
+    response = edit(staff_client, valued, variants__1__value_text='{"label": ')
+
+    assert response.status_code == 200
+    assert variant_errors(response)[1]["value_text"] == ["not valid JSON: Expecting value: line 1 column 11 (char 10)"]
+    assert "Nothing was saved" in html.unescape(response.content.decode())
+    assert stored(valued) == before
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"value_type": "integer", "variants__1__value_text": "2.5"}, f"must be {INTEGER_BOUNDS}, not 2.5"),
+        (
+            {"value_type": "integer", "variants__1__value_text": "ten"},
+            f"must be {INTEGER_BOUNDS}, not the string 'ten'",
+        ),
+        ({"value_type": "integer", "variants__1__value_text": ""}, f"is required: {INTEGER_BOUNDS}"),
+        ({"value_type": "float", "variants__1__value_text": "1e999"}, "must be a finite number, not inf"),
+        ({"value_type": "boolean", "variants__1__value_text": "yes"}, "must be true or false, not the string 'yes'"),
+        (
+            {"value_type": "string", "variants__1__value_text": "x" * 1001},
+            "must be a string of at most 1000 characters",
+        ),
+        ({"value_type": "string", "variants__1__value_text": "a\tb"}, "must not contain control characters"),
+        ({"variants__1__value_text": "[1, 2]"}, "must be an object (a mapping), not a list"),
+        ({"variants__1__value_text": '{"a": NaN}'}, "must hold finite numbers only"),
+        ({"variants__1__value_text": '{"a": [[[[[[[[[[1]]]]]]]]]]}'}, "must be nested at most 10 deep"),
+        (
+            {"value_type": "", "variants__1__value_text": "1"},
+            "is allowed only with spec.valueType (set one, or leave the value out)",
+        ),
+    ],
+)
+def test_admin_edit__value_refused__the_yaml_words_on_the_value_and_nothing_changed(
+    staff_client, valued, changes, message
+):
+    before = stored(valued)
+    if changes.get("value_type") is not None:
+        changes.setdefault("variants__0__value_text", "1" if changes["value_type"] else "")
+
+    response = edit(staff_client, valued, **changes)
+
+    assert response.status_code == 200
+    assert variant_errors(response)[1]["value_text"] == [message], errors_of(response)
+    assert stored(valued) == before
+
+
+def test_admin_edit__value_type_not_offered__refused_on_the_field(staff_client, valued):
+    response = edit(staff_client, valued, value_type="int")
+
+    assert_field_error(response, "value_type", "Select a valid choice.")
+
+
+def test_admin_page__values_shown_in_their_fields__objects_as_compact_json(staff_client, valued):
+    fields = form_fields(staff_client.get(change_url(valued)).content.decode(), form_id="experiment_form")
+
+    assert (fields["value_type"], fields["bulk_evaluation"]) == ("object", "on")
+    # Compact JSON, the keys in the database's order (PostgreSQL's jsonb sorts them shortest first)
+    assert [fields["variants-0-value_text"], fields["variants-1-value_text"]] == [
+        json.dumps(value, ensure_ascii=False, separators=(",", ":")) for value in values_of(valued)
+    ]
+    assert yaml.safe_load(fields["variants-1-value_text"]) == {"label": "Buy now", "style": {"color": "#00aa00"}}
+    assert " " not in fields["variants-0-value_text"].replace("Buy now", "")
