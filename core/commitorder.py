@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 from django.db import models
 
+from core.primarykeys import invalid_index_drop
+
 # The writing transaction's ID as a bigint: xid8 has no cast to bigint but through its text.
 POSTGRES_TRANSACTION_ID = "(pg_current_xact_id()::text::bigint)"
 # The horizon: every transaction of this database with a smaller ID has ended. That is the smallest ID among
@@ -100,11 +102,7 @@ def index_build(*, table: str, name: str, columns: str, where: str) -> list[str]
     """Statements that build a partial index on a PostgreSQL table without blocking its writers; run outside a
     transaction. An invalid index left by an interrupted build is dropped first, so running them again is safe."""
     return [
-        f"""DO $$ BEGIN
-            IF EXISTS (SELECT FROM pg_index WHERE indexrelid = to_regclass('{name}') AND NOT indisvalid) THEN
-                DROP INDEX {name};
-            END IF;
-        END $$""",
+        invalid_index_drop(name),
         f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {table} ({columns}) WHERE {where}",
     ]
 

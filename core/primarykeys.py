@@ -3,6 +3,16 @@
 from __future__ import annotations
 
 
+def invalid_index_drop(name: str) -> str:
+    """A statement that drops the index `name` if an interrupted CONCURRENTLY build left it invalid, so that
+    building it again is safe."""
+    return f"""DO $$ BEGIN
+            IF EXISTS (SELECT FROM pg_index WHERE indexrelid = to_regclass('{name}') AND NOT indisvalid) THEN
+                DROP INDEX {name};
+            END IF;
+        END $$"""
+
+
 def primary_key_replace(table: str, columns: str) -> list[str]:
     """Statements that make `columns` the primary key of `table`; run outside a transaction.
 
@@ -13,11 +23,7 @@ def primary_key_replace(table: str, columns: str) -> list[str]:
     """
     index = f"{table}_pkey_new"
     return [
-        f"""DO $$ BEGIN
-            IF EXISTS (SELECT FROM pg_index WHERE indexrelid = to_regclass('{index}') AND NOT indisvalid) THEN
-                DROP INDEX {index};
-            END IF;
-        END $$""",
+        invalid_index_drop(index),
         f"CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS {index} ON {table} ({columns})",
         f"ALTER TABLE {table} DROP CONSTRAINT {table}_pkey, "
         f"ADD CONSTRAINT {table}_pkey PRIMARY KEY USING INDEX {index}",
