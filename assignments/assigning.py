@@ -33,7 +33,7 @@ from assignments.selectors import (
     subject_type_get,
     subject_types_active,
 )
-from assignments.storage import Stored, assignments_fetch, assignments_insert, assignments_link_graph
+from assignments.storage import Provenance, Stored, assignments_fetch, assignments_insert, assignments_link_graph
 
 # (experiment pk, subject ID) -> the reason a gate stopped the subject (gates.py).
 Excluded = dict[tuple[int, str], str]
@@ -51,6 +51,8 @@ class Settled:
     excluded: Excluded = field(default_factory=dict)
     # The pairs of winner-declared experiments whose subject is a held_out member of an active covering holdout.
     held_out: frozenset[tuple[int, str]] = frozenset()
+    # With `provenance` asked for, the cohort and source of each pair in `stored`; else None.
+    provenance: Provenance | None = None
 
 
 _HASHED = Assignment.Source.HASHED
@@ -189,6 +191,7 @@ def _settle(
     expected_version: int | None,
     attributes: Attributes,
     experiment_pk: int | None = None,
+    provenance: bool = False,
 ) -> Settled | None:
     """The stored variant of each (experiment, subject) pair asked, storing the missing ones of
     active experiments that the gates let in when `assign`; None if the cached states were stale
@@ -202,6 +205,8 @@ def _settle(
     identifiers' assignments (only for experiments that follow links), insert the missing
     assignments and memberships (ignoring conflicts on assignment_experiment_subject_unique)
     and, only if a concurrent request won some of those conflicts, read the rows it stored.
+    With `provenance`, the answer also holds each stored pair's cohort and source, read by the same
+    statements.
     """
     by_pk = {state.pk: state for state in states}
     active = {pk: ids for pk, ids in subjects.items() if by_pk[pk].status == Experiment.Status.ACTIVE}
@@ -210,8 +215,9 @@ def _settle(
     if members_asked:
         asked = {**active, **members_asked}
         by_pk.update((holdout.pk, holdout) for state in states for holdout in state.holdouts)
-    fetched = assignments_fetch(subjects=asked, experiment_pk=experiment_pk)
+    fetched = assignments_fetch(subjects=asked, experiment_pk=experiment_pk, provenance=provenance)
     stored = fetched.stored
+    kept = fetched.provenance
     if expected_version is not None and fetched.version != expected_version:
         return None
     missing = sorted(
@@ -243,17 +249,22 @@ def _settle(
         # Sorted as one batch, so that two requests take their index locks in one order.
         rows = sorted([*rows, *memberships.new.values()], key=lambda row: (row[0], row[1]))
     if not rows:
-        return Settled(stored=stored, created=frozenset(), excluded=excluded, held_out=held_out)
+        return Settled(stored=stored, created=frozenset(), excluded=excluded, held_out=held_out, provenance=kept)
     inserted = assignments_insert(rows=rows, created_at=now, shards=fetched.shards)
     stored.update(inserted)
     lost: dict[int, list[str]] = defaultdict(list)
-    for pk, subject_id, *_ in rows:
+    for pk, subject_id, _, cohort, source in rows:
         if (pk, subject_id) not in inserted:
             lost[pk].append(subject_id)
+        elif kept is not None:
+            kept[(pk, subject_id)] = (cohort, source)
     _count(by_pk, rows, inserted, lost)
     if lost:
-        stored.update(assignments_fetch(subjects=lost, experiment_pk=experiment_pk).stored)
-    return Settled(stored=stored, created=frozenset(inserted), excluded=excluded, held_out=held_out)
+        won = assignments_fetch(subjects=lost, experiment_pk=experiment_pk, provenance=provenance)
+        stored.update(won.stored)
+        if kept is not None:
+            kept.update(won.provenance)
+    return Settled(stored=stored, created=frozenset(inserted), excluded=excluded, held_out=held_out, provenance=kept)
 
 
 def _variant_keys(states: Sequence[ExperimentState], stored: Stored) -> dict[int, str]:
@@ -455,6 +466,11 @@ class SubjectAssignments:
     unassigned: dict[str, str]
     # Experiment ID -> the value of its variant in `assignments`; None unless asked for.
     values: dict[str, Any] | None = None
+    # With `detailed`: the state of each experiment answered, in answer order, and experiment ID -> the cohort
+    # and source of the stored assignment answered (active experiments only): what an OpenFeature evaluation
+    # adds (assignments/ofrep.py).
+    states: tuple[ExperimentState, ...] | None = None
+    rows: dict[str, tuple[int, str]] | None = None
 
 
 class Unassigned:
@@ -482,6 +498,15 @@ def _named_experiments(
     return list({state.pk: state for state in states}.values())
 
 
+def experiment_state_named(*, experiment_id: str) -> ExperimentState:
+    """The state of the experiment with this ID (any case), from the catalog POST /assignments answers from;
+    raises ExperimentNotFound, saying so of a holdout's ID."""
+    states = _named_experiments(experiment_catalog_get(), [experiment_id], bypass_cache=False)
+    if states is None:
+        states = _named_experiments(experiment_catalog_get(bypass_cache=True), [experiment_id], bypass_cache=True)
+    return states[0]
+
+
 def _subject_answer(
     identifiers: dict[int, str],
     experiment_ids: list[str] | None,
@@ -490,10 +515,14 @@ def _subject_answer(
     assign: bool,
     include_values: bool,
     bypass_cache: bool,
+    bulk: bool,
+    detailed: bool,
 ) -> SubjectAssignments | None:
     catalog = experiment_catalog_get(bypass_cache=bypass_cache)
     if experiment_ids is None:
         states = catalog.running(set(identifiers))
+        if bulk:
+            states = [state for state in states if state.bulk_evaluation]
     else:
         states = _named_experiments(catalog, experiment_ids, bypass_cache=bypass_cache)
         if states is None:
@@ -510,6 +539,7 @@ def _subject_answer(
         expected_version=None if bypass_cache else catalog.version,
         # One subject: each of its identifiers has the request's attributes.
         attributes=dict.fromkeys(identifiers.values(), attributes),
+        provenance=detailed,
     )
     if settled is None:
         return None
@@ -539,6 +569,16 @@ def _subject_answer(
                 answer.new_assignments.append(state.key)
     if winners_excluded:
         _count_excluded({state.pk: state for state in states}, winners_excluded)
+    if detailed:
+        answer = replace(
+            answer,
+            states=tuple(states),
+            rows={
+                state.key: settled.provenance[(state.pk, identifiers[state.subject_type_pk])]
+                for state in states
+                if state.status == Experiment.Status.ACTIVE and state.key in answer.assignments
+            },
+        )
     if include_values:
         by_key = {state.key: state for state in states}
         return replace(
@@ -554,6 +594,9 @@ def assign_subject(
     assign: bool,
     attributes: Mapping[str, object] | None = None,
     include_values: bool = False,
+    bulk: bool = False,
+    detailed: bool = False,
+    attributes_field: str = "attributes",
 ) -> SubjectAssignments:
     """One subject, known by one identifier per subject type, in many experiments (POST /assignments).
 
@@ -565,7 +608,10 @@ def assign_subject(
     against experiment_catalog_version on every request, in the statement that reads
     the stored assignments, so the cost is the same for 1 experiment or 100.
     `attributes` are the subject's; a value must have the type that every subject type
-    of `subject` declaring its name gives it.
+    of `subject` declaring its name gives it (errors name it under `attributes_field`).
+    `bulk` leaves out, of all running experiments, those with bulk_evaluation off (an
+    OpenFeature bulk evaluation); `detailed` adds each experiment's state and stored
+    row's cohort and source (SubjectAssignments.states and rows).
     """
     types = subject_types_active({f"subject.{type_id}": type_id for type_id in subject})
     identifiers = {types[f"subject.{type_id}"].pk: subject_id for type_id, subject_id in subject.items()}
@@ -574,13 +620,20 @@ def assign_subject(
         errors = {
             error["field"]: error
             for subject_type in types.values()
-            for error in _attributes_checked(sent, subject_type.attribute_types(), "attributes")
+            for error in _attributes_checked(sent, subject_type.attribute_types(), attributes_field)
         }
         if errors:
             raise _invalid_attributes(list(errors.values()))
     named = None if experiment_ids is None else list(experiment_ids)
     return _with_fresh_state(
         lambda bypass_cache: _subject_answer(
-            identifiers, named, sent, assign=assign, include_values=include_values, bypass_cache=bypass_cache
+            identifiers,
+            named,
+            sent,
+            assign=assign,
+            include_values=include_values,
+            bypass_cache=bypass_cache,
+            bulk=bulk,
+            detailed=detailed,
         )
     )

@@ -50,6 +50,8 @@ class ExperimentState:
     # spec.valueType ("" for none) and each variant's value by variant ID (Variant.value).
     value_type: str = ""
     variant_values: dict[str, Any] = field(default_factory=dict)
+    # spec.bulkEvaluation: listed by an OpenFeature bulk evaluation.
+    bulk_evaluation: bool = True
     # Every holdout covering the experiment, in the order listed; their states, for the active ones.
     holdout_pks: tuple[int, ...] = ()
     holdouts: tuple[ExperimentState, ...] = ()
@@ -129,6 +131,7 @@ def experiment_states_load(experiments: QuerySet[Experiment]) -> list[Experiment
             "kind",
             "layer__salt",
             "slots",
+            "bulk_evaluation",
             "value_type",
         )
     )
@@ -175,6 +178,7 @@ def experiment_states_load(experiments: QuerySet[Experiment]) -> list[Experiment
             catalog_version=catalog_version,
             value_type=value_type,
             variant_values=values[pk] if value_type else {},
+            bulk_evaluation=bulk_evaluation,
         )
         for (
             pk,
@@ -195,6 +199,7 @@ def experiment_states_load(experiments: QuerySet[Experiment]) -> list[Experiment
             kind,
             layer_salt,
             slots,
+            bulk_evaluation,
             value_type,
         ) in rows
     }

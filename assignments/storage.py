@@ -44,10 +44,11 @@ TABLE = "assignments_assignment"
 # catalog of every experiment, or an experiment that depends on its holdouts or its
 # layer, experiment_catalog_version (selectors.py).
 POSTGRES_HEAD_EXPERIMENT = """
-SELECT NULL::bigint, NULL::text, NULL::bigint, e.resource_version::bigint FROM assignments_experiment e WHERE e.id = %s
+SELECT NULL::bigint, NULL::text, NULL::bigint, NULL::integer, NULL::text, e.resource_version::bigint
+FROM assignments_experiment e WHERE e.id = %s
 """
 POSTGRES_HEAD_CATALOG = """
-SELECT NULL::bigint, NULL::text, NULL::bigint,
+SELECT NULL::bigint, NULL::text, NULL::bigint, NULL::integer, NULL::text,
        ((SELECT coalesce(sum(e.resource_version), 0) FROM assignments_experiment e)
         + (SELECT coalesce(sum(l.resource_version), 0) FROM assignments_layer l))::bigint
 """
@@ -61,13 +62,13 @@ SELECT NULL::bigint, NULL::text, NULL::bigint,
 # statistics, a join plan would read the whole of a big one on every request.
 POSTGRES_FETCH = """
 UNION ALL
-SELECT s.experiment_id, s.subject_id, a.variant_id, NULL
+SELECT s.experiment_id, s.subject_id, a.variant_id, a.cohort, a.source, NULL
 FROM (
     SELECT e.key::bigint AS experiment_id, x.subject_id
     FROM json_each(%s::json) AS e CROSS JOIN LATERAL json_array_elements_text(e.value) AS x(subject_id)
 ) AS s
 CROSS JOIN LATERAL (
-    SELECT variant_id FROM assignments_assignment
+    SELECT variant_id, cohort, source FROM assignments_assignment
     WHERE experiment_id = s.experiment_id AND subject_id = s.subject_id
     OFFSET 0
 ) AS a
@@ -84,16 +85,18 @@ ON CONFLICT (experiment_id, subject_id) DO NOTHING
 RETURNING experiment_id, subject_id, variant_id
 """
 
-SQLITE_HEAD_EXPERIMENT = "SELECT NULL, NULL, NULL, e.resource_version FROM assignments_experiment e WHERE e.id = %s"
+SQLITE_HEAD_EXPERIMENT = (
+    "SELECT NULL, NULL, NULL, NULL, NULL, e.resource_version FROM assignments_experiment e WHERE e.id = %s"
+)
 SQLITE_HEAD_CATALOG = """
-SELECT NULL, NULL, NULL,
+SELECT NULL, NULL, NULL, NULL, NULL,
        (SELECT coalesce(sum(e.resource_version), 0) FROM assignments_experiment e)
        + (SELECT coalesce(sum(l.resource_version), 0) FROM assignments_layer l)
 """
 
 SQLITE_FETCH = """
 UNION ALL
-SELECT a.experiment_id, a.subject_id, a.variant_id, NULL
+SELECT a.experiment_id, a.subject_id, a.variant_id, a.cohort, a.source, NULL
 FROM json_each(%s) AS e, json_each(e.value) AS x
 JOIN assignments_assignment a ON a.experiment_id = CAST(e.key AS INTEGER) AND a.subject_id = x.value
 """
@@ -122,18 +125,28 @@ def _vendor() -> str:
     return "citus" if assignments_distributed() else "postgresql"
 
 
+# (experiment pk, subject ID) -> the stored row's (cohort, source)
+Provenance = dict[tuple[int, str], tuple[int, str]]
+
+
 class Fetched(NamedTuple):
     # experiment_pk's resource_version or experiment_catalog_version (assignments_fetch)
     version: int | None
     stored: Stored
     # On Citus, for a read split by shard, the shard of each subject ID asked; else None.
     shards: Shards | None
+    # With `provenance` asked for, each stored pair's cohort and source; else None.
+    provenance: Provenance | None = None
 
 
-def assignments_fetch(*, subjects: dict[int, Sequence[str]], experiment_pk: int | None = None) -> Fetched:
+def assignments_fetch(
+    *, subjects: dict[int, Sequence[str]], experiment_pk: int | None = None, provenance: bool = False
+) -> Fetched:
     """The stored variant primary keys of those (experiment pk, subject ID) pairs that have one,
     and a version to check the caller's cached state with: `experiment_pk`'s resource_version
-    (None if it is gone) or, without it, experiment_catalog_version."""
+    (None if it is gone) or, without it, experiment_catalog_version. With `provenance`, also each
+    stored row's cohort and source, which the statement reads in any case (an OpenFeature evaluation
+    answers them); only kept when asked, so that a batch of 1000 builds no second map it does not use."""
     vendor = _vendor()
     head = [] if experiment_pk is None else [experiment_pk]
     shards = None
@@ -155,13 +168,16 @@ def assignments_fetch(*, subjects: dict[int, Sequence[str]], experiment_pk: int 
             rows = cursor.fetchall()
     version = None
     stored = {}
+    kept: Provenance | None = {} if provenance else None
     asked = {pk: set(ids) for pk, ids in subjects.items()} if vendor == "citus" else None
-    for pk, subject_id, variant_pk, resource_version in rows:
+    for pk, subject_id, variant_pk, cohort, source, resource_version in rows:
         if pk is None:
             version = resource_version
         elif asked is None or subject_id in asked[pk]:
             stored[(pk, subject_id)] = variant_pk
-    return Fetched(version, stored, shards)
+            if kept is not None:
+                kept[(pk, subject_id)] = (cohort, source)
+    return Fetched(version, stored, shards, kept)
 
 
 def _returned(rows: list[tuple]) -> Stored:

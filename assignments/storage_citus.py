@@ -37,14 +37,14 @@ def assignments_distributed() -> bool:
 # select the cross product of the experiments and subject IDs: the caller keeps the pairs
 # it asked for.
 CITUS_FETCH_ROWS = """
-SELECT experiment_id, subject_id, variant_id, NULL FROM assignments_assignment
+SELECT experiment_id, subject_id, variant_id, cohort, source, NULL FROM assignments_assignment
 WHERE experiment_id = ANY(%s::bigint[]) AND subject_id = ANY(%s::text[])
 """
 # One subject ID, as a one-subject request reads it, is compared with `=`: with `= ANY` of a one-item array on
 # the distribution column the same read cost the workers twice the CPU, 0.39 to 0.45 ms against 0.17 to 0.21
 # (bench/results/history.md, "One subject on Citus: its read and its count").
 CITUS_FETCH_SUBJECT = """
-SELECT experiment_id, subject_id, variant_id, NULL FROM assignments_assignment
+SELECT experiment_id, subject_id, variant_id, cohort, source, NULL FROM assignments_assignment
 WHERE experiment_id = ANY(%s::bigint[]) AND subject_id = %s
 """
 

@@ -66,6 +66,28 @@ def env_list(name: str, default: str) -> list[str]:
     return items
 
 
+def env_origins(name: str) -> frozenset[str]:
+    """A comma-separated list of web origins (`https://app.example.com`, `http://localhost:3000`), empty by
+    default: scheme and host, a port if any, nothing else, as a browser sends them in `Origin`."""
+    raw = os.environ.get(name, "")
+    if not raw.strip():
+        return frozenset()
+    origins = env_list(name, raw)
+    for origin in origins:
+        parts = urlsplit(origin)
+        try:
+            # The port is read to refuse one that is not a number (`https://a:x`).
+            well_formed = parts.scheme in ("http", "https") and parts.hostname is not None and parts.port != 0
+        except ValueError:
+            well_formed = False
+        if not well_formed or parts.username or parts.password or parts.path or parts.query or parts.fragment:
+            raise ImproperlyConfigured(
+                f"{name} must list origins such as https://app.example.com (scheme, host and port only), got {origin!r}"
+            )
+    # Browsers send the scheme and host in lower case.
+    return frozenset(origin.lower() for origin in origins)
+
+
 def env_networks(name: str, default: str) -> list[str]:
     """A comma-separated list of IP addresses and networks (`10.0.0.0/8`)."""
     items = env_list(name, default)

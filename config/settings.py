@@ -11,6 +11,7 @@ from config.env import (
     env_choice,
     env_int,
     env_list,
+    env_origins,
     env_str,
     secret_key,
 )
@@ -87,6 +88,8 @@ ASSIGNMENT_MAX_SUBJECTS = env_int("ASSIGNMENT_MAX_SUBJECTS", 1000, minimum=1, ma
 API_TOKEN_CACHE_SECONDS = env_int("API_TOKEN_CACHE_SECONDS", 5, minimum=0, maximum=3600)
 # How long the change feed keeps a change (GET /changes, export_changes); prune_changes drops older ones.
 CHANGES_RETENTION_DAYS = env_int("CHANGES_RETENTION_DAYS", 30, minimum=0, maximum=36_500)
+# The web origins whose pages may call the OpenFeature evaluation paths from a browser (CORS, core/edge/ofrep.py).
+OFREP_CORS_ALLOWED_ORIGINS = env_origins("OFREP_CORS_ALLOWED_ORIGINS")
 
 # GET /metrics and the counting behind it (docs/reference/metrics-and-logs.md); off, nothing is counted and
 # /metrics is 404.

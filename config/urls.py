@@ -4,6 +4,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from assignments.api import AssignmentsApi, ExperimentAssignmentsApi, IdLinkApi
 from assignments.data.changes_api import ChangesApi
+from assignments.ofrep import OfrepFlagApi, OfrepFlagsApi
 from core.observability.exposition import MetricsApi
 
 # The token-authenticated endpoints, by path.
@@ -13,15 +14,22 @@ API_VIEWS = {
     "id-link": IdLinkApi,
     "metrics": MetricsApi,
     "changes": ChangesApi,
+    "ofrep/v1/evaluate/flags": OfrepFlagsApi,
 }
 
-# Answered by the edge (core/edge, config/wsgi.py), with /healthz: the hot endpoints. Their routes here give the
-# API's schema its operations.
+# OpenFeature's single evaluation names its flag in the path: below this prefix, the rest (a trailing slash aside)
+# is the key. An empty key is the bulk path above.
+OFREP_FLAG_PREFIX = "ofrep/v1/evaluate/flags/"
+OFREP_FLAG_VIEW = OfrepFlagApi
+
+# Answered by the edge (core/edge, config/wsgi.py), with /healthz and OpenFeature's paths: the hot endpoints.
+# Their routes here give the API's schema its operations.
 EDGE_ROUTES = ("experiment-assignments", "assignments", "id-link")
 
 # Every API path answers with or without a trailing slash, by pattern, never by redirect.
 urlpatterns = [
     *(re_path(rf"^{path}/?$", view.as_view(), name=path) for path, view in API_VIEWS.items()),
+    re_path(rf"^{OFREP_FLAG_PREFIX}(?P<key>[^/]+)/?$", OFREP_FLAG_VIEW.as_view(), name="ofrep-evaluate-flag"),
     # /healthz has no route: the edge answers it (core/healthz.py).
     path("admin/", admin.site.urls),
     re_path(r"^api/schema/?$", SpectacularAPIView.as_view(), name="api-schema"),

@@ -13,9 +13,17 @@ django_application = get_wsgi_application()
 # Imported once Django is set up. Importing the URLconf here, rather than on Django's first request, also
 # imports every view, admin and serializer module: gunicorn preloads this module in its master
 # (deploy/gunicorn.conf.py), so no worker's first requests wait for the imports.
-from config.urls import API_VIEWS, EDGE_ROUTES  # noqa: E402
+from config.urls import API_VIEWS, EDGE_ROUTES, OFREP_FLAG_PREFIX, OFREP_FLAG_VIEW  # noqa: E402
 from core.edge.json_endpoint import JsonEndpoint  # noqa: E402
+from core.edge.ofrep import OfrepEndpoint  # noqa: E402
 from core.healthz import HealthzEndpoint  # noqa: E402
+
+OFREP_BULK = OFREP_FLAG_PREFIX.rstrip("/")
+
+
+def ofrep_flag_key(request) -> dict[str, str]:
+    """The single evaluation's flag: the path below OFREP_FLAG_PREFIX, without its trailing slash."""
+    return {"key": request.path_info.removeprefix(f"/{OFREP_FLAG_PREFIX}").removesuffix("/")}
 
 
 def served_application():
@@ -24,10 +32,13 @@ def served_application():
     endpoints = {
         "healthz": HealthzEndpoint(),
         **{route: JsonEndpoint(API_VIEWS[route], name=route) for route in EDGE_ROUTES},
+        OFREP_BULK: OfrepEndpoint(API_VIEWS[OFREP_BULK], name=OFREP_BULK, etag=True),
     }
+    flag = OfrepEndpoint(OFREP_FLAG_VIEW, name=f"{OFREP_FLAG_PREFIX}{{key}}", arguments=ofrep_flag_key)
     edge = EdgeApplication(
         {f"/{route}{slash}": endpoint for route, endpoint in endpoints.items() for slash in ("", "/")},
         django_application,
+        prefixes={f"/{OFREP_FLAG_PREFIX}": flag},
     )
     return with_chunked_bodies(edge, limit=lambda: settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
 

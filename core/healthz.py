@@ -245,5 +245,6 @@ class HealthzEndpoint:
     middleware work can slow it or fail it."""
 
     name = "healthz"
+    body_limited = True
     # As Django's handler would answer a failure of the check itself: 500 problem+json, logged.
     respond = staticmethod(convert_exception_to_response(healthz))

@@ -72,9 +72,28 @@ def _verified_and_used(token: str) -> ApiTokenSnapshot:
     return api_token
 
 
+def presented_ofrep_token(request) -> str | None:
+    """The token an OpenFeature evaluation carries: as presented_token reads it, else `X-API-Key: <token>`,
+    the header OpenFeature's OFREP providers are commonly configured with. Where several are sent, the
+    same order decides: Authentication, then Authorization, then X-API-Key."""
+    token = presented_token(request)
+    if token is not None:
+        return token
+    header = request.META.get("HTTP_X_API_KEY")
+    if header is None:
+        return None
+    value = header.strip()
+    if not value:
+        raise exceptions.AuthenticationFailed("The X-API-Key header is empty.")
+    return value
+
+
 class ApiTokenAuthentication(authentication.BaseAuthentication):
+    # Where the request's token is read from.
+    presented = staticmethod(presented_token)
+
     def authenticate(self, request):
-        token = presented_token(request)
+        token = self.presented(request)
         if token is None:
             return None
         api_token = with_live_connection(_verified_and_used, token)
@@ -107,6 +126,31 @@ class ApiTokenScheme(OpenApiAuthenticationExtension):
         ]
 
 
+class OfrepTokenAuthentication(ApiTokenAuthentication):
+    """The OpenFeature evaluation endpoints' tokens: also from `X-API-Key`."""
+
+    presented = staticmethod(presented_ofrep_token)
+
+
+class OfrepTokenScheme(ApiTokenScheme):
+    """The two schemes of every endpoint, and `X-API-Key`."""
+
+    target_class = OfrepTokenAuthentication
+    name = [*ApiTokenScheme.name, "apiKeyHeader"]
+
+    def get_security_definition(self, auto_schema):
+        return [
+            *super().get_security_definition(auto_schema),
+            {
+                "type": "apiKey",
+                "in": "header",
+                "name": "X-API-Key",
+                "description": "`X-API-Key: <token>`, on the OpenFeature evaluation paths only; read when neither "
+                "`Authentication` nor `Authorization` is sent.",
+            },
+        ]
+
+
 class _RolePermission(permissions.BasePermission):
     roles: frozenset[str] = frozenset()
 
@@ -119,6 +163,13 @@ class IsProxyRole(_RolePermission):
 
     roles = frozenset({Role.PROXY, Role.ADMIN})
     message = "This endpoint needs a token of role proxy or admin."
+
+
+class IsClientRole(_RolePermission):
+    """The OpenFeature evaluation endpoints: `client`, `proxy` and `admin` tokens."""
+
+    roles = frozenset({Role.CLIENT, Role.PROXY, Role.ADMIN})
+    message = "This endpoint needs a token of role client, proxy or admin."
 
 
 class IsAdminRole(_RolePermission):

@@ -9,6 +9,8 @@ from django.utils import timezone
 
 class Role(models.TextChoices):
     PROXY = "proxy", "proxy"
+    # Only the OpenFeature evaluation endpoints: a token meant to ship inside web and mobile apps.
+    CLIENT = "client", "client"
     ADMIN = "admin", "admin"
 
 

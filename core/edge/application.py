@@ -34,26 +34,42 @@ WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 class Endpoint(Protocol):
     # The metrics' endpoint label: the route's name.
     name: str
+    # Whether the edge refuses an oversized body before the endpoint runs; False: the endpoint does, after
+    # authentication (the OpenFeature paths, whose callers are told of a bad token first).
+    body_limited: bool
 
     def respond(self, request: HttpRequest) -> HttpResponse:
         """The answer to any request to the endpoint's paths; raises nothing."""
 
 
 class EdgeApplication:
-    def __init__(self, endpoints: Mapping[str, Endpoint], django: WsgiApp) -> None:
-        """`endpoints` by path (PATH_INFO, each spelling the endpoint answers); `django` answers the rest."""
+    def __init__(
+        self, endpoints: Mapping[str, Endpoint], django: WsgiApp, *, prefixes: Mapping[str, Endpoint] | None = None
+    ) -> None:
+        """`endpoints` by path (PATH_INFO, each spelling the endpoint answers); `prefixes` the endpoints of
+        the paths below a prefix (a path with a parameter), for the paths `endpoints` does not name;
+        `django` answers the rest."""
         self.endpoints = dict(endpoints)
+        self.prefixes = tuple((prefixes or {}).items())
         self.django = django
 
+    def endpoint_for(self, path: str) -> Endpoint | None:
+        endpoint = self.endpoints.get(path)
+        if endpoint is None:
+            for prefix, below in self.prefixes:
+                if path.startswith(prefix):
+                    return below
+        return endpoint
+
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        endpoint = self.endpoints.get(environ.get("PATH_INFO", ""))
+        endpoint = self.endpoint_for(environ.get("PATH_INFO", ""))
         if endpoint is None:
             return self.django(environ, start_response)
         request_started.send(sender=type(self), environ=environ)
         started = time.perf_counter()
         with request_log_noting() as noted:
             request = WSGIRequest(environ)
-            response = body_size_problem(request) or endpoint.respond(request)
+            response = (endpoint.body_limited and body_size_problem(request)) or endpoint.respond(request)
             if settings.METRICS_ENABLED:
                 seconds = time.perf_counter() - started
                 http_request_observe(

@@ -14,6 +14,7 @@ table (core/api/exceptions.py), as DRF's exception handler answers it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -24,17 +25,31 @@ from rest_framework import exceptions
 from core.api.exceptions import problem_exception_handler
 from core.api.views import JSON_MEDIA_TYPE, JsonApiView, json_required
 from core.edge.middleware import django_chain
+from core.middleware.guards import body_size_problem
 
 
 class JsonEndpoint:
-    def __init__(self, view_class: type[JsonApiView], *, name: str) -> None:
+    # The edge refuses an oversized body before the endpoint runs (application.py).
+    body_limited = True
+
+    def __init__(
+        self,
+        view_class: type[JsonApiView],
+        *,
+        name: str,
+        arguments: Callable[[HttpRequest], dict[str, str]] | None = None,
+    ) -> None:
+        """`arguments`: the keyword arguments of the view's `answer` taken from the request's path, as the
+        URLconf's pattern gives them to DRF's view (for a path with a parameter)."""
         self.name = name
         self.view = view_class()
+        self.arguments = arguments
         # DRF's answer to OPTIONS, the same for every request: SimpleMetadata reads only the view.
         self.metadata = self.view.metadata_class().determine_metadata(None, self.view)
-        self.respond = django_chain(self._dispatch)
+        self.respond = django_chain(self.dispatch)
 
-    def _dispatch(self, request: HttpRequest) -> HttpResponse:
+    def dispatch(self, request: HttpRequest) -> HttpResponse:
+        """The answer before Django's middleware (django_chain) has its turn."""
         view = self.view
         try:
             response = self._handled(request)
@@ -55,8 +70,13 @@ class JsonEndpoint:
                     raise exceptions.NotAuthenticated()
                 raise exceptions.PermissionDenied(getattr(permission, "message", None))
         if request.method == "POST":
+            if not self.body_limited:
+                too_large = body_size_problem(request)
+                if too_large is not None:
+                    return too_large
             data = view.body.validate(self._data(request))
-            return HttpResponse(view.renderer.render(view.answer(data)), content_type=JSON_MEDIA_TYPE)
+            answer = view.answer(data) if self.arguments is None else view.answer(data, **self.arguments(request))
+            return HttpResponse(view.renderer.render(answer), content_type=JSON_MEDIA_TYPE)
         if request.method == "OPTIONS":
             return HttpResponse(view.renderer.render(self.metadata), content_type=JSON_MEDIA_TYPE)
         raise exceptions.MethodNotAllowed(request.method)
