@@ -132,22 +132,24 @@ class OfrepTokenAuthentication(ApiTokenAuthentication):
     presented = staticmethod(presented_ofrep_token)
 
 
-class OfrepTokenScheme(ApiTokenScheme):
-    """The two schemes of every endpoint, and `X-API-Key`."""
+class OfrepTokenScheme(OpenApiAuthenticationExtension):
+    """The two schemes of every endpoint (ApiTokenScheme defines them), and `X-API-Key`."""
 
     target_class = OfrepTokenAuthentication
-    name = [*ApiTokenScheme.name, "apiKeyHeader"]
+    name = ["apiKeyHeader"]
+
+    def get_security_requirement(self, auto_schema):
+        return [{name: []} for name in [*ApiTokenScheme.name, *self.name]]
 
     def get_security_definition(self, auto_schema):
         return [
-            *super().get_security_definition(auto_schema),
             {
                 "type": "apiKey",
                 "in": "header",
                 "name": "X-API-Key",
                 "description": "`X-API-Key: <token>`, on the OpenFeature evaluation paths only; read when neither "
                 "`Authentication` nor `Authorization` is sent.",
-            },
+            }
         ]
 
 

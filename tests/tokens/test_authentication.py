@@ -177,8 +177,17 @@ def test_auth__no_token_on_admin_only_endpoint__401_not_403(db):
     assert_not_authenticated(Client().get("/test-admin-only"))
 
 
-@pytest.mark.parametrize("role", Role.values)
-def test_auth__either_role_on_assignments__200(demo_config, role):
+@pytest.mark.parametrize("role", [Role.PROXY, Role.ADMIN])
+def test_auth__proxy_or_admin_on_assignments__200(demo_config, role):
     _, token = api_token_create(name=f"caller-{role}", role=role)
 
     assert assign(HTTP_AUTHORIZATION=f"Bearer {token}").status_code == 200
+
+
+def test_auth__client_on_assignments__403(demo_config):
+    _, token = api_token_create(name="caller-client", role=Role.CLIENT)
+
+    response = assign(HTTP_AUTHORIZATION=f"Bearer {token}")
+
+    assert response.status_code == 403
+    assert response.json()["detail"] == "This endpoint needs a token of role proxy or admin."

@@ -55,6 +55,8 @@ def test_schema__operations__exactly_those_documented(openapi):
         ("/healthz", "head"),
         ("/metrics", "get"),
         ("/changes", "get"),
+        ("/ofrep/v1/evaluate/flags/{key}", "post"),
+        ("/ofrep/v1/evaluate/flags", "post"),
     }
 
 
@@ -143,16 +145,33 @@ def test_schema__assignments_request_and_response__bounds_defaults_and_reasons(o
     assert len(examples) == 2
 
 
-def test_schema__security_schemes__bearer_and_authentication_header(openapi):
-    assert openapi["components"]["securitySchemes"] == {
+def test_schema__security_schemes__bearer_and_authentication_header_and_ofreps_api_key(openapi):
+    schemes = openapi["components"]["securitySchemes"]
+
+    assert schemes == {
         "bearerToken": {"type": "http", "scheme": "bearer", "description": "`Authorization: Bearer <token>`."},
         "authenticationHeader": {
             "type": "apiKey",
             "in": "header",
             "name": "Authentication",
-            "description": openapi["components"]["securitySchemes"]["authenticationHeader"]["description"],
+            "description": schemes["authenticationHeader"]["description"],
+        },
+        "apiKeyHeader": {
+            "type": "apiKey",
+            "in": "header",
+            "name": "X-API-Key",
+            "description": schemes["apiKeyHeader"]["description"],
         },
     }
+
+
+@pytest.mark.parametrize("path", ["/ofrep/v1/evaluate/flags/{key}", "/ofrep/v1/evaluate/flags"])
+def test_schema__ofrep__three_ways_to_send_the_token(openapi, path):
+    assert openapi["paths"][path]["post"]["security"] == [
+        {"bearerToken": []},
+        {"authenticationHeader": []},
+        {"apiKeyHeader": []},
+    ]
 
 
 def test_schema__healthz__public_with_its_two_bodies(openapi):

@@ -20,6 +20,8 @@ from tests.helpers.api import ApiClient
 BUDGET_ROOM = 1.1
 ASSIGN = {"experiment_id": "checkout-button", "subject_ids": ["w-1"]}
 ONE_SUBJECT = {"subject": {"user": "w-1"}, "experiments": ["checkout-button"]}
+EVALUATE = {"context": {"targetingKey": "w-1"}}
+EVALUATE_BULK = {"context": {"targetingKey": "w-1", "subjectType": "user"}}
 LINK = {"identifiers": [{"subject_type": "user", "subject_id": "w-1"}, {"subject_type": "cookie", "subject_id": "c-1"}]}
 # Python calls measured for one request whose answer is stored already (the token and the configuration
 # cached), and its statements.
@@ -29,6 +31,8 @@ MEASURED = {
     "assignments": (654, 1),
     "id-link": (641, 1),
     "healthz": (315, 0),
+    "ofrep-flag": (620, 1),
+    "ofrep-flags": (624, 1),
 }
 
 
@@ -59,6 +63,8 @@ def test_hot_request__answer_stored__python_calls_within_budget_and_statements_e
         "assignments": lambda: api.post("/assignments", ONE_SUBJECT),
         "id-link": lambda: api.post("/id-link", LINK),
         "healthz": lambda: api.get("/healthz"),
+        "ofrep-flag": lambda: api.post("/ofrep/v1/evaluate/flags/checkout-button", EVALUATE),
+        "ofrep-flags": lambda: api.post("/ofrep/v1/evaluate/flags", EVALUATE_BULK),
     }[endpoint]
     for _ in range(2):
         assert request().status_code == 200
