@@ -126,9 +126,9 @@ def test_fetch_rows__one_subject_id__one_statement_comparing_it_with_equals(demo
 
     assert asked == [citus_fetch_sql(POSTGRES_HEAD_EXPERIMENT, one_subject=True)] * 2
     version = Experiment.objects.get(pk=experiment_pk).resource_version
-    assert stored == [(None, None, None, version), (experiment_pk, "one-0000", rows[0][2], None)]
+    assert stored == [(None, None, None, None, None, version), (*rows[0][:5], None)]
     assert shards is None
-    assert missing == [(None, None, None, version)]
+    assert missing == [(None, None, None, None, None, version)]
 
 
 @citus

@@ -1,4 +1,5 @@
-"""docs/reference/api.md, the API reference, checked against the OpenAPI schema the service serves: no drift."""
+"""docs/reference/api.md and ofrep.md, the API reference, checked against the OpenAPI schema the service serves: no
+drift."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from django.test import Client
 from tests.helpers import PROJECT_DIR
 
 DOC = PROJECT_DIR / "docs" / "reference" / "api.md"
+# The OpenFeature endpoints' page of the reference.
+OFREP_DOC = PROJECT_DIR / "docs" / "reference" / "ofrep.md"
 FIELD_ROW = re.compile(r"^\| `([a-z_]+)` \| (?:string|array|object|boolean)", re.MULTILINE)
 CODE_ROW = re.compile(r"^\| `([a-z_]+)` \| (\d{3}) \|", re.MULTILINE)
 MEMBER_ROW = re.compile(r"^\| `([a-z_]+)` \| (string|integer|array) \| (always)?", re.MULTILINE)
@@ -24,17 +27,22 @@ def openapi(django_db_blocker) -> dict:
     return json.loads(response.content)
 
 
-def sections() -> dict[str, str]:
-    """The doc's `## ` sections by heading."""
-    parts = re.split(r"^## ", DOC.read_text(encoding="utf-8"), flags=re.MULTILINE)[1:]
+def sections(*docs) -> dict[str, str]:
+    """The docs' `## ` sections by heading (api.md's unless told)."""
+    text = "".join(doc.read_text(encoding="utf-8") for doc in docs or [DOC])
+    parts = re.split(r"^## ", text, flags=re.MULTILINE)[1:]
     return {part.split("\n", 1)[0]: part for part in parts}
 
 
 def section_of(path: str, method: str) -> str:
     found = [
-        text for heading, text in sections().items() if path in heading.split() and method.upper() in heading.split()
+        text
+        for heading, text in sections(DOC, OFREP_DOC).items()
+        if path in heading.split() and method.upper() in heading.split()
     ]
-    assert len(found) == 1, f"docs/reference/api.md needs one section headed with {method.upper()} and {path}"
+    assert len(found) == 1, (
+        f"docs/reference/api.md or ofrep.md needs one section headed with {method.upper()} and {path}"
+    )
     return found[0]
 
 

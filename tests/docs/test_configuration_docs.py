@@ -16,8 +16,8 @@ from tests.helpers import PROJECT_DIR
 CONFIGURATION_DOC = PROJECT_DIR / "docs" / "reference" / "configuration.md"
 # Every other page a reader may take settings from.
 OTHER_DOCS = [PROJECT_DIR / "README.md", *sorted((PROJECT_DIR / "docs").rglob("*.md"))]
-# Python that is not the service's: the tools, and what is not source at all.
-NOT_SERVICE = {"tests", "bench", "devtools", "scripts", "var", "node_modules"}
+# Python that is not the service's: the tools, the clients' examples and packages, and what is not source at all.
+NOT_SERVICE = {"tests", "bench", "devtools", "scripts", "var", "node_modules", "examples", "clients"}
 # config/env.py's readers (env_str, env_int, ... and any added later) and the standard library's (a WSGI
 # `environ` is a request's, not the process's).
 READER = re.compile(r"(?:\w+\.)?(?:env_\w+|secret_key)|os\.environ\.get|os\.getenv")
