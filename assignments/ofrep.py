@@ -60,10 +60,15 @@ class ContextBody:
 
 def _targeting_key(context: Mapping[str, Any]) -> str:
     value = context.get(TARGETING_KEY)
-    if not isinstance(value, str) or not value:
-        message = "is required" if value is None else "must be a string" if not isinstance(value, str) else ""
-        raise _invalid(TARGETING_KEY_MISSING, f"context.{TARGETING_KEY}", message or "must not be empty")
-    return value
+    if value is None:
+        message = "is required"
+    elif not isinstance(value, str):
+        message = "must be a string"
+    elif not value:
+        message = "must not be empty"
+    else:
+        return value
+    raise _invalid(TARGETING_KEY_MISSING, f"context.{TARGETING_KEY}", message)
 
 
 def _checked_targeting_key(value: str) -> str:

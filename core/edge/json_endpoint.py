@@ -29,19 +29,20 @@ from core.middleware.guards import body_size_problem
 
 
 class JsonEndpoint:
-    # The edge refuses an oversized body before the endpoint runs (application.py).
-    body_limited = True
-
     def __init__(
         self,
         view_class: type[JsonApiView],
         *,
         name: str,
         arguments: Callable[[HttpRequest], dict[str, str]] | None = None,
+        body_limited: bool = True,
     ) -> None:
         """`arguments`: the keyword arguments of the view's `answer` taken from the request's path, as the
-        URLconf's pattern gives them to DRF's view (for a path with a parameter)."""
+        URLconf's pattern gives them to DRF's view (for a path with a parameter). `body_limited`: the edge
+        refuses an oversized body before the endpoint runs (application.py); False: the endpoint refuses it
+        itself, once the caller is authenticated."""
         self.name = name
+        self.body_limited = body_limited
         self.view = view_class()
         self.arguments = arguments
         # DRF's answer to OPTIONS, the same for every request: SimpleMetadata reads only the view.

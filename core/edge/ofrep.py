@@ -62,8 +62,7 @@ class OfrepEndpoint:
         """`arguments` as JsonEndpoint's, its `key` the flag named by the path; `etag`: a bulk answer's
         validator and 304."""
         self.name = name
-        self.json = JsonEndpoint(view_class, name=name, arguments=arguments)
-        self.json.body_limited = False
+        self.json = JsonEndpoint(view_class, name=name, arguments=arguments, body_limited=False)
         self.arguments = arguments
         self.etag = etag
         self.chain = django_chain(self.dispatch)
