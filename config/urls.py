@@ -14,13 +14,13 @@ API_VIEWS = {
     "id-link": IdLinkApi,
     "metrics": MetricsApi,
     "changes": ChangesApi,
-    "ofrep/v1/evaluate/flags": OfrepFlagsApi,
 }
 
-# OpenFeature's single evaluation names its flag in the path: below this prefix, the rest (a trailing slash aside)
-# is the key. An empty key is the bulk path above.
-OFREP_FLAG_PREFIX = "ofrep/v1/evaluate/flags/"
-OFREP_FLAG_VIEW = OfrepFlagApi
+# OpenFeature's evaluations, by route name: the bulk one at OFREP_BULK, the single one below OFREP_FLAG_PREFIX,
+# where the rest of the path (a trailing slash aside) is the flag's key; an empty key is the bulk path.
+OFREP_BULK = "ofrep/v1/evaluate/flags"
+OFREP_FLAG_PREFIX = f"{OFREP_BULK}/"
+OFREP_VIEWS = {"ofrep-evaluate-flags": OfrepFlagsApi, "ofrep-evaluate-flag": OfrepFlagApi}
 
 # Answered by the edge (core/edge, config/wsgi.py), with /healthz and OpenFeature's paths: the hot endpoints.
 # Their routes here give the API's schema its operations.
@@ -29,7 +29,8 @@ EDGE_ROUTES = ("experiment-assignments", "assignments", "id-link")
 # Every API path answers with or without a trailing slash, by pattern, never by redirect.
 urlpatterns = [
     *(re_path(rf"^{path}/?$", view.as_view(), name=path) for path, view in API_VIEWS.items()),
-    re_path(rf"^{OFREP_FLAG_PREFIX}(?P<key>[^/]+)/?$", OFREP_FLAG_VIEW.as_view(), name="ofrep-evaluate-flag"),
+    re_path(rf"^{OFREP_BULK}/?$", OfrepFlagsApi.as_view(), name="ofrep-evaluate-flags"),
+    re_path(rf"^{OFREP_FLAG_PREFIX}(?P<key>[^/]+)/?$", OfrepFlagApi.as_view(), name="ofrep-evaluate-flag"),
     # /healthz has no route: the edge answers it (core/healthz.py).
     path("admin/", admin.site.urls),
     re_path(r"^api/schema/?$", SpectacularAPIView.as_view(), name="api-schema"),

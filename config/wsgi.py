@@ -13,12 +13,10 @@ django_application = get_wsgi_application()
 # Imported once Django is set up. Importing the URLconf here, rather than on Django's first request, also
 # imports every view, admin and serializer module: gunicorn preloads this module in its master
 # (deploy/gunicorn.conf.py), so no worker's first requests wait for the imports.
-from config.urls import API_VIEWS, EDGE_ROUTES, OFREP_FLAG_PREFIX, OFREP_FLAG_VIEW  # noqa: E402
+from config.urls import API_VIEWS, EDGE_ROUTES, OFREP_BULK, OFREP_FLAG_PREFIX, OFREP_VIEWS  # noqa: E402
 from core.edge.json_endpoint import JsonEndpoint  # noqa: E402
 from core.edge.ofrep import OfrepEndpoint  # noqa: E402
 from core.healthz import HealthzEndpoint  # noqa: E402
-
-OFREP_BULK = OFREP_FLAG_PREFIX.rstrip("/")
 
 
 def ofrep_flag_key(request) -> dict[str, str]:
@@ -32,9 +30,9 @@ def served_application():
     endpoints = {
         "healthz": HealthzEndpoint(),
         **{route: JsonEndpoint(API_VIEWS[route], name=route) for route in EDGE_ROUTES},
-        OFREP_BULK: OfrepEndpoint(API_VIEWS[OFREP_BULK], name=OFREP_BULK, etag=True),
+        OFREP_BULK: OfrepEndpoint(OFREP_VIEWS["ofrep-evaluate-flags"], name="ofrep-evaluate-flags", etag=True),
     }
-    flag = OfrepEndpoint(OFREP_FLAG_VIEW, name=f"{OFREP_FLAG_PREFIX}{{key}}", arguments=ofrep_flag_key)
+    flag = OfrepEndpoint(OFREP_VIEWS["ofrep-evaluate-flag"], name="ofrep-evaluate-flag", arguments=ofrep_flag_key)
     edge = EdgeApplication(
         {f"/{route}{slash}": endpoint for route, endpoint in endpoints.items() for slash in ("", "/")},
         django_application,
