@@ -36,6 +36,11 @@ pytestmark = [pytest.mark.postgres, pytest.mark.e2e, pytest.mark.django_db(trans
 SECRET_KEY = "e2e-proxy-not-secret"
 ASSIGN = {"experiment_id": "checkout-button", "subject_ids": ["u-1", "u-2"]}
 LINK = {"identifiers": [{"subject_type": "cookie", "subject_id": "c-1"}, {"subject_type": "user", "subject_id": "u-1"}]}
+# OpenFeature's evaluations (PROXY_ENABLE_OFREP), and the web origin the service answers CORS for.
+OFREP_BULK = "/ofrep/v1/evaluate/flags"
+OFREP_FLAG = f"{OFREP_BULK}/checkout-button"
+OFREP_CONTEXT = {"context": {"targetingKey": "u-1", "subjectType": "user"}}
+ORIGIN = "https://app.example.com"
 
 
 def nginx_binary() -> str:
@@ -99,7 +104,7 @@ def service() -> Iterator[tuple[str, str, Path]]:
     """gunicorn on the test database with the demo configuration; yields (base URL, proxy token, log path)."""
     apply_yaml(DEMO_YAML)
     _, token = api_token_create(name="proxy")
-    env = {"DATABASE_URL": database_url_for_tests(), "SECRET_KEY": SECRET_KEY}
+    env = {"DATABASE_URL": database_url_for_tests(), "SECRET_KEY": SECRET_KEY, "OFREP_CORS_ALLOWED_ORIGINS": ORIGIN}
     with gunicorn(env=env, workers=2) as (base_url, _):
         wait_until(lambda: httpx.get(f"{base_url}/healthz").status_code == 200, timeout=15)
         yield base_url, token, gunicorn_log(base_url)
@@ -140,6 +145,11 @@ def test_proxy__default_paths__token_injected_other_paths_404_body_capped(servic
         for path in ("/admin/", "/admin/login/", "/id-link", "/api/schema", "/", "/admin/../id-link"):
             assert_problem(http.get(path), status=404, code="not_found")
         assert_problem(http.post("/id-link", json=LINK), status=404, code="not_found")
+        # OpenFeature's evaluations are off by default, their preflights too
+        for path in (OFREP_BULK, f"{OFREP_BULK}/", OFREP_FLAG, f"{OFREP_FLAG}/"):
+            assert_problem(http.post(path, json=OFREP_CONTEXT), status=404, code="not_found")
+            preflight = {"Origin": ORIGIN, "Access-Control-Request-Method": "POST"}
+            assert_problem(http.options(path, headers=preflight), status=404, code="not_found")
 
         # A body over the proxy's cap (64 KiB here, below the service's own 1 MiB) is refused by the proxy
         oversize = http.post(
@@ -228,6 +238,103 @@ def test_proxy__id_link_enabled__reaches_the_service_admin_still_404(service):
         assert http.post("/id-link/", json=LINK).json() == {"success": True}
         assert http.post("/experiment-assignments", json=ASSIGN).status_code == 200
         assert_problem(http.get("/admin/"), status=404, code="not_found")
+
+
+def cors_headers(response: httpx.Response) -> dict[str, str]:
+    """An answer's CORS headers and its Vary."""
+    return {
+        name: value for name, value in response.headers.items() if name.startswith("access-control-") or name == "vary"
+    }
+
+
+def test_proxy__ofrep_enabled__evaluations_validators_and_cors_as_the_service_answers(service):
+    base_url, token, gunicorn_log = service
+    direct = httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {token}"})
+    preflight = {
+        "Origin": ORIGIN,
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type",
+    }
+    _, bogus = token_generate()
+    with direct, nginx(upstream=base_url.removeprefix("http://"), token=token, PROXY_ENABLE_OFREP="true") as (http, _):
+        # A single evaluation, with or without a trailing slash and whatever credentials the caller sends,
+        # answers the service's body
+        single = http.post(
+            OFREP_FLAG, json=OFREP_CONTEXT, headers={"Authorization": f"Bearer {bogus}", "X-API-Key": bogus}
+        )
+        assert single.status_code == 200
+        assert single.json()["key"] == "checkout-button"
+        assert single.json()["reason"] == "SPLIT"
+        assert single.content == http.post(f"{OFREP_FLAG}/", json=OFREP_CONTEXT).content
+        assert single.content == direct.post(OFREP_FLAG, json=OFREP_CONTEXT).content
+
+        # A bulk one too, with the service's validator
+        bulk = http.post(OFREP_BULK, json=OFREP_CONTEXT)
+        from_service = direct.post(OFREP_BULK, json=OFREP_CONTEXT)
+        assert bulk.status_code == 200
+        assert [flag["key"] for flag in bulk.json()["flags"]] == ["checkout-button"]
+        assert bulk.content == from_service.content == http.post(f"{OFREP_BULK}/", json=OFREP_CONTEXT).content
+        tag = bulk.headers["etag"]
+        assert tag == from_service.headers["etag"]
+        assert bulk.headers["cache-control"] == "private, no-cache"
+
+        # If-None-Match reaches the service: its 304 (logged below as the service's) with the ETag, or a 200
+        not_modified = http.post(
+            OFREP_BULK, json=OFREP_CONTEXT, headers={"If-None-Match": tag, "X-Request-ID": "ofrep-not-modified"}
+        )
+        assert not_modified.status_code == 304
+        assert not_modified.content == b""
+        assert not_modified.headers["etag"] == tag
+        assert http.post(OFREP_BULK, json=OFREP_CONTEXT, headers={"If-None-Match": '"other"'}).status_code == 200
+
+        # A preflight is forwarded and answered by the service, without a token; CORS headers and Vary unchanged
+        for path in (OFREP_BULK, OFREP_FLAG):
+            through, straight = http.options(path, headers=preflight), httpx.options(base_url + path, headers=preflight)
+            assert through.status_code == straight.status_code == 204
+            assert through.headers["access-control-allow-origin"] == ORIGIN
+            assert cors_headers(through) == cors_headers(straight)
+        from_origin = http.post(OFREP_BULK, json=OFREP_CONTEXT, headers={"Origin": ORIGIN})
+        assert from_origin.headers["access-control-expose-headers"] == "ETag"
+        assert "Origin" in from_origin.headers["vary"]
+        assert cors_headers(from_origin) == cors_headers(
+            direct.post(OFREP_BULK, json=OFREP_CONTEXT, headers={"Origin": ORIGIN})
+        )
+
+        # The service's refusals keep OFREP's members; what is not one key segment is the proxy's plain 404
+        unknown = http.post(f"{OFREP_BULK}/no-such-flag", json=OFREP_CONTEXT)
+        assert assert_problem(unknown, status=404, code="experiment_not_found")["errorCode"] == "FLAG_NOT_FOUND"
+        for path in (
+            f"{OFREP_BULK}/a/b",
+            f"{OFREP_BULK}/a%2Fb",
+            f"{OFREP_FLAG}/extra",
+            f"{OFREP_BULK}/-a",
+            "/ofrep/v1/evaluate",
+        ):
+            assert "errorCode" not in assert_problem(http.post(path, json=OFREP_CONTEXT), status=404, code="not_found")
+        assert_problem(http.get("/admin/"), status=404, code="not_found")
+
+    # The 304 was the service's own
+    wait_until(lambda: "ofrep-not-modified" in gunicorn_log.read_text(), timeout=5)
+    [logged] = [line for line in request_lines(gunicorn_log.read_text()) if line["request_id"] == "ofrep-not-modified"]
+    assert (logged["path"], logged["status"]) == (OFREP_BULK, 304)
+
+
+def test_proxy__client_role_token__ofrep_answered_assignments_403(service):
+    # Given a proxy whose token has the least privilege OpenFeature's evaluations need
+    base_url, _, gunicorn_log = service
+    _, client_token = api_token_create(name="ofrep-client", role=Role.CLIENT)
+    with nginx(upstream=base_url.removeprefix("http://"), token=client_token, PROXY_ENABLE_OFREP="true") as (http, _):
+        single = http.post(OFREP_FLAG, json=OFREP_CONTEXT)
+        bulk = http.post(OFREP_BULK, json=OFREP_CONTEXT)
+        assigned = http.post("/experiment-assignments", json=ASSIGN)
+        health = http.get("/healthz")
+
+    # Then the evaluations are answered, with that token; the assignment endpoint refuses it
+    assert single.status_code == bulk.status_code == health.status_code == 200
+    assert_problem(assigned, status=403, code="permission_denied")
+    wait_until(lambda: "/experiment-assignments" in gunicorn_log.read_text(), timeout=5)
+    names = {line["path"]: line.get("token_name") for line in request_lines(gunicorn_log.read_text())}
+    assert names[OFREP_FLAG] == names[OFREP_BULK] == "ofrep-client"
 
 
 def test_proxy__burst_beyond_the_rate_limit__429_problem_json(service):
