@@ -87,6 +87,8 @@ class OfrepEndpoint:
             and self._allowed_origin(request)
         ):
             response = HttpResponse(status=204)
+            # No content, so no type of it.
+            del response["Content-Type"]
             response["Access-Control-Allow-Methods"] = "POST"
             response["Access-Control-Allow-Headers"] = CORS_ALLOWED_HEADERS
             response["Access-Control-Max-Age"] = CORS_MAX_AGE_SECONDS
@@ -116,7 +118,9 @@ class OfrepEndpoint:
         etag = body_etag(response.content)
         header = request.META.get("HTTP_IF_NONE_MATCH")
         if header is not None and if_none_match_matches(header, etag):
-            response = HttpResponseNotModified()
+            # RFC 9110 (8.6) allows a 304 only the Content-Length of the 200 it stands for; CommonMiddleware
+            # would set that of its empty body.
+            response = HttpResponseNotModified(headers={"Content-Length": str(len(response.content))})
         response["ETag"] = etag
         response["Cache-Control"] = BULK_CACHE_CONTROL
         return response

@@ -26,7 +26,8 @@ from openfeature.flag_evaluation import FlagEvaluationDetails
 from assignments.models import Assignment
 from tests.helpers import PROJECT_DIR
 from tests.helpers.commands import command_output
-from tests.helpers.resources import apply_resources, experiment, subject_type
+from tests.helpers.ofrep import Flag
+from tests.helpers.resources import apply_resources, subject_type
 from tests.helpers.server import database_url_for_tests, gunicorn, wait_until
 from tokens.services import api_token_create, api_token_revoke
 
@@ -39,43 +40,24 @@ SDK_FIRST = [f"sdk-{number}" for number in range(10)]
 API_FIRST = [f"api-{number}" for number in range(10)]
 
 
-@dataclass(frozen=True)
-class Flag:
-    """An experiment read as a flag: the values of its variants `control` and `green` (their IDs without a
-    valueType), and the SDK method of its type with the default value the app passes."""
-
-    key: str
-    value_type: str | None
-    values: tuple[Any, Any]
-    method: str
-    default: Any
-
-    def document(self, **fields: Any) -> dict:
-        document = experiment(self.key, **fields)
-        if self.value_type is not None:
-            document["spec"]["valueType"] = self.value_type
-            for variant, value in zip(document["spec"]["variants"], self.values, strict=True):
-                variant["value"] = value
-        return document
-
-    def value_of(self, variant: str) -> Any:
-        return self.values[["control", "green"].index(variant)]
+class SdkFlag(Flag):
+    """A flag as the Python SDK reads it: `read_as` is the client's method for its type."""
 
     def evaluate(self, client: OpenFeatureClient, context: EvaluationContext) -> FlagEvaluationDetails:
-        return getattr(client, self.method)(self.key, self.default, context)
+        return getattr(client, self.read_as)(self.key, self.default, context)
 
 
-CHECKOUT = Flag("checkout-button", None, ("control", "green"), "get_string_details", "fallback")
-LABEL = Flag("button-label", "string", ("Buy", "Buy now"), "get_string_details", "fallback")
+CHECKOUT = SdkFlag("checkout-button", None, ("control", "green"), "get_string_details", "fallback")
+LABEL = SdkFlag("button-label", "string", ("Buy", "Buy now"), "get_string_details", "fallback")
 # The provider refuses a float flag's `1` (an int in Python): 1.0 must come back written as a float.
-DISCOUNT = Flag("discount", "float", (1.0, 2.5), "get_float_details", -1.0)
+DISCOUNT = SdkFlag("discount", "float", (1.0, 2.5), "get_float_details", -1.0)
 FLAGS = (
     CHECKOUT,
     LABEL,
-    Flag("one-click", "boolean", (False, True), "get_boolean_details", False),
-    Flag("max-items", "integer", (3, 5), "get_integer_details", -1),
+    SdkFlag("one-click", "boolean", (False, True), "get_boolean_details", False),
+    SdkFlag("max-items", "integer", (3, 5), "get_integer_details", -1),
     DISCOUNT,
-    Flag(
+    SdkFlag(
         "button-style",
         "object",
         ({"label": "Buy", "color": "#888888"}, {"label": "Buy now", "color": "#00aa00", "badge": None}),
@@ -83,11 +65,11 @@ FLAGS = (
         {},
     ),
 )
-WINNER = Flag("headline", "string", ("Welcome", "Hello"), "get_string_details", "fallback")
-DRAFT = Flag("draft-discount", "float", (1.0, 2.5), "get_float_details", -1.0)
-ENDED = Flag("ended-items", "integer", (3, 5), "get_integer_details", -1)
-NOBODY = Flag("nobody", "string", ("Buy", "Buy now"), "get_string_details", "fallback")
-GERMANY = Flag("germany", "string", ("Kaufen", "Jetzt kaufen"), "get_string_details", "fallback")
+WINNER = SdkFlag("headline", "string", ("Welcome", "Hello"), "get_string_details", "fallback")
+DRAFT = SdkFlag("draft-discount", "float", (1.0, 2.5), "get_float_details", -1.0)
+ENDED = SdkFlag("ended-items", "integer", (3, 5), "get_integer_details", -1)
+NOBODY = SdkFlag("nobody", "string", ("Buy", "Buy now"), "get_string_details", "fallback")
+GERMANY = SdkFlag("germany", "string", ("Kaufen", "Jetzt kaufen"), "get_string_details", "fallback")
 RESOURCES = (
     subject_type("user", attributes={"country": "string"}),
     *(flag.document() for flag in FLAGS),
@@ -264,7 +246,7 @@ def test_ofrep_python__winner_not_running_or_gated__static_disabled_default_with
 
 def test_ofrep_python__unknown_flag_or_bad_context__the_error_code_and_the_default_value(service, sdk):
     client = sdk()
-    unknown = Flag("no-such-flag", "float", (1.0, 2.5), "get_float_details", -1.0)
+    unknown = SdkFlag("no-such-flag", "float", (1.0, 2.5), "get_float_details", -1.0)
 
     # An unknown flag: FLAG_NOT_FOUND, with the service's errorDetails (any 404 is FLAG_NOT_FOUND to the provider)
     details = unknown.evaluate(client, user("u1"))

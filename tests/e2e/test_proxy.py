@@ -26,7 +26,7 @@ from tests.helpers import PROJECT_DIR
 from tests.helpers.api import assert_problem
 from tests.helpers.observability import request_lines
 from tests.helpers.resources import DEMO_YAML, apply_yaml
-from tests.helpers.server import database_url_for_tests, gunicorn, gunicorn_log, wait_until
+from tests.helpers.server import database_url_for_tests, gunicorn, gunicorn_log, tool_missing, wait_until
 from tokens.crypto import token_generate
 from tokens.models import Role
 from tokens.services import api_token_create
@@ -54,10 +54,7 @@ def nginx_binary() -> str:
     )
     if found():
         return found()
-    reason = f"nginx is missing and could not be installed: {install.stderr[-2000:]}"
-    if os.environ.get("REQUIRE_POSTGRES") == "1":
-        pytest.fail(reason)
-    pytest.skip(reason)
+    tool_missing(f"nginx is missing and could not be installed: {install.stderr[-2000:]}")
 
 
 @contextlib.contextmanager
