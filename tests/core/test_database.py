@@ -171,7 +171,11 @@ def test_statements__table_large_when_connection_first_ran_them__prepared_with_a
 
     # Then: the fetch and the insert are prepared, and the kept plan probes the unique index
     prepared = {statement.strip(): (name, generic) for name, statement, generic, _ in prepared_statements()}
-    fetch = next(key for key in prepared if key.startswith("SELECT NULL::bigint, NULL::text, NULL::bigint, e.resource"))
+    fetch = next(
+        key
+        for key in prepared
+        if key.startswith("SELECT NULL::bigint, NULL::text, NULL::bigint, NULL::integer, NULL::text, e.resource")
+    )
     assert any(key.startswith("INSERT INTO assignments_assignment") for key in prepared)
     name, generic_plans = prepared[fetch]
     assert generic_plans > 0
