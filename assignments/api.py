@@ -52,11 +52,8 @@ def _attribute_object_errors(data: object, shape: str) -> dict | list | None:
         return [f"must have at most {gates.MAX_ATTRIBUTES} entries, got {len(data)}"]
     errors = {}
     for name, value in data.items():
-        if not gates.is_attribute_name(name):
-            errors[name] = [f"the name must match {gates.ATTRIBUTE_NAME_PATTERN}"]
-            continue
-        problem = gates.value_problem(value)
-        if problem and isinstance(value, (dict, list)):
+        problem = gates.attribute_problem(name, value)
+        if problem and gates.is_attribute_name(name) and isinstance(value, (dict, list)):
             problem = f"{problem} ({shape})"
         if problem:
             errors[name] = [problem]

@@ -137,6 +137,13 @@ def value_problem(value: object) -> str | None:
     return "must be a string, a finite number or a boolean"
 
 
+def attribute_problem(name: object, value: object) -> str | None:
+    """Why an entry cannot be an attribute (its name, else its value), or None."""
+    if not is_attribute_name(name):
+        return f"the name must match {ATTRIBUTE_NAME_PATTERN}"
+    return value_problem(value)
+
+
 def typed_value(value: object, attribute_type: str) -> Any:
     """The value as the gates compare it (a version as its numbers), or None if it is not of that type."""
     if attribute_type == STRING:

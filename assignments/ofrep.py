@@ -92,12 +92,11 @@ def _attributes(context: Mapping[str, Any]) -> dict[str, object]:
         raise _invalid(
             INVALID_CONTEXT, "context", f"must have at most {gates.MAX_ATTRIBUTES} attributes, got {len(attributes)}"
         )
-    errors = []
-    for name, value in attributes.items():
-        problem = None if gates.is_attribute_name(name) else f"the name must match {gates.ATTRIBUTE_NAME_PATTERN}"
-        problem = problem or gates.value_problem(value)
-        if problem:
-            errors.append({"field": f"context.{name}", "message": problem})
+    errors = [
+        {"field": f"context.{name}", "message": problem}
+        for name, value in attributes.items()
+        if (problem := gates.attribute_problem(name, value))
+    ]
     if errors:
         raise OfrepInvalid(
             "; ".join(f"{e['field']}: {e['message']}" for e in errors), errors=errors, errorCode=INVALID_CONTEXT
