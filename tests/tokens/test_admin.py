@@ -161,6 +161,16 @@ def test_admin_add__without_admin_role_permission__admin_role_not_offered_and_re
     assert not ApiToken.objects.exists()
 
 
+def test_admin_add__without_admin_role_permission__client_role_token_created(staff_with):
+    staff = staff_with("add_apitoken")
+
+    form = staff.get("/admin/tokens/apitoken/add/").content.decode()
+    created = staff.post("/admin/tokens/apitoken/add/", {"name": "web-app", "role": "client"})
+
+    assert '<option value="client"' in form
+    assert api_token_find(token=TOKEN_IN_PAGE.findall(created.content.decode())[0]).role == Role.CLIENT
+
+
 def test_admin_add__with_admin_role_permission__admin_role_token_created(staff_with):
     staff = staff_with("add_apitoken", "manage_admin_role_apitoken")
 

@@ -57,6 +57,14 @@ def test_create_api_token__admin_role_and_expiry__stored(db):
     assert "role admin, expires 20" in out
 
 
+def test_create_api_token__client_role__a_token_that_may_only_evaluate_flags(db):
+    code, out, _ = run("create_api_token", "--name", "web-app", "--role", "client")
+
+    assert code == 0
+    assert "role client" in out.splitlines()[0]
+    assert api_token_find(token=out.splitlines()[-1]).role == Role.CLIENT
+
+
 def test_create_api_token__duplicate_name__error_on_stderr_exit_1(db):
     api_token_create(name="backend")
 
