@@ -65,7 +65,7 @@ from assignments.storage import (
 )
 from assignments.storage_citus import CITUS_COPY, Shards, citus_fetch_rows, citus_store
 from bench.exclusions import excluded_expected, exclusions_problem
-from bench.scenarios import ASSIGN, EXPERIMENT_ID, LINK, SUBJECT, Scenario, SubjectIds, attributes_sent
+from bench.scenarios import ASSIGN, EXPERIMENT_ID, LINK, ONE_SUBJECT, Scenario, SubjectIds, attributes_sent
 from core.citus import distributed_asked
 from core.database import json_text
 from idlinks.storage import INSERT as LINK_INSERT
@@ -87,7 +87,8 @@ RETURNING subject_id, variant_id
 
 EXPERIMENTS = """
 SELECT e.id, e.key, e.status, e.salt, e.subject_type_id, e.follow_links, coalesce(max(c.number), 1),
-       e.enrollment_start_at, e.enrollment_stop_at, e.targeting, e.coverage, t.attributes, l.salt, e.slots
+       e.enrollment_start_at, e.enrollment_stop_at, e.targeting, e.coverage, t.attributes, l.salt, e.slots,
+       e.kind, e.bulk_evaluation
 FROM assignments_experiment e
 JOIN assignments_subjecttype t ON t.id = e.subject_type_id
 LEFT JOIN assignments_layer l ON l.id = e.layer_id
@@ -103,6 +104,8 @@ SUBJECT_TYPES = "SELECT lower(key), id FROM assignments_subjecttype WHERE status
 Stored = dict[tuple[int, str], int]
 # (experiment pk, subject ID) -> the reason a gate kept the subject out
 Excluded = dict[tuple[int, str], str]
+# (experiment pk, subject ID) -> the stored row's (cohort, source), which the fetch reads with its variant
+Provenance = dict[tuple[int, str], tuple[int, str]]
 # Subject ID -> the attributes sent for it
 Attributes = Mapping[str, Mapping[str, object]]
 
@@ -178,6 +181,9 @@ class Experiment:
     gates: Gates
     # The active holdouts covering the experiment, in the order listed.
     holdouts: tuple[Experiment, ...] = ()
+    # "experiment" or "holdout"; spec.bulkEvaluation: listed by an OpenFeature bulk evaluation.
+    kind: str = "experiment"
+    bulk_evaluation: bool = True
 
     @property
     def screened(self) -> bool:
@@ -229,6 +235,8 @@ def experiments_steps() -> Steps[dict[str, Experiment]]:
         attributes,
         layer_salt,
         slots,
+        kind,
+        bulk_evaluation,
     ) in (yield Statement(EXPERIMENTS)):
         experiments[pk] = Experiment(
             pk=pk,
@@ -251,6 +259,8 @@ def experiments_steps() -> Steps[dict[str, Experiment]]:
                 attributes=attributes,
                 coverage=coverage,
             ),
+            kind=kind,
+            bulk_evaluation=bulk_evaluation,
         )
     covering: dict[int, list[Experiment]] = {}
     for experiment_pk, holdout_pk in (yield Statement(HOLDOUTS)):
@@ -311,16 +321,29 @@ def pairs_fetch(
 
 
 def pairs_fetch_steps(
-    subjects: dict[int, list[str]], *, experiment_pk: int | None = None, distributed: bool = False
+    subjects: dict[int, list[str]],
+    *,
+    experiment_pk: int | None = None,
+    distributed: bool = False,
+    provenance: Provenance | None = None,
 ) -> Steps[Stored]:
-    """pairs_fetch's statements; `distributed`: assignments_distributed's answer for the connection."""
-    return (yield from _fetched(subjects, experiment_pk=experiment_pk, distributed=distributed))[0]
+    """pairs_fetch's statements; `distributed`: assignments_distributed's answer for the connection; each stored
+    pair's cohort and source go into `provenance` when given."""
+    fetched = yield from _fetched(subjects, experiment_pk=experiment_pk, distributed=distributed, provenance=provenance)
+    return fetched[0]
 
 
 def _fetched(
-    subjects: dict[int, list[str]], *, experiment_pk: int | None, distributed: bool
+    subjects: dict[int, list[str]],
+    *,
+    experiment_pk: int | None,
+    distributed: bool,
+    provenance: Provenance | None = None,
 ) -> Steps[tuple[Stored, Shards | None]]:
-    """pairs_fetch's pairs, and on Citus the shard of each subject ID when the read went shard by shard."""
+    """pairs_fetch's pairs, and on Citus the shard of each subject ID when the read went shard by shard. Its
+    rows are (experiment pk, subject ID, variant pk, cohort, source, the head's version): each stored row's
+    cohort and source go into `provenance` when given (what an OpenFeature evaluation answers), as the service
+    keeps them only when asked."""
     head = [] if experiment_pk is None else [experiment_pk]
     if distributed:
         # Its filters select every experiment's row of every subject ID: only the pairs asked are kept.
@@ -337,17 +360,16 @@ def _fetched(
 
         rows, shards = yield citus_fetch
         asked = {pk: set(ids) for pk, ids in subjects.items()}
-        stored = {
-            (pk, subject_id): variant_pk
-            for pk, subject_id, variant_pk, _ in rows
-            if pk is not None and subject_id in asked[pk]
-        }
-        return stored, shards
-    rows = yield Statement(
-        FETCH[("postgresql", experiment_pk is not None)],
-        [*head, json_text({str(pk): subject_ids for pk, subject_ids in subjects.items()})],
-    )
-    return {(pk, subject_id): variant_pk for pk, subject_id, variant_pk, _ in rows if pk is not None}, None
+        kept = [row for row in rows if row[0] is not None and row[1] in asked[row[0]]]
+    else:
+        rows = yield Statement(
+            FETCH[("postgresql", experiment_pk is not None)],
+            [*head, json_text({str(pk): subject_ids for pk, subject_ids in subjects.items()})],
+        )
+        kept, shards = [row for row in rows if row[0] is not None], None
+    if provenance is not None:
+        provenance.update(((pk, subject_id), (cohort, source)) for pk, subject_id, _, cohort, source, _ in kept)
+    return {(pk, subject_id): variant_pk for pk, subject_id, variant_pk, _, _, _ in kept}, shards
 
 
 def _copier(connection: psycopg.Connection, now: datetime):
@@ -395,14 +417,18 @@ def pairs_store_steps(
     experiment_pk: int | None = None,
     attributes: Attributes | None = None,
     distributed: bool = False,
+    provenance: Provenance | None = None,
 ) -> Steps[tuple[Stored, set[tuple[int, str]], Excluded]]:
-    """pairs_store's statements; `distributed`: assignments_distributed's answer for the connection."""
+    """pairs_store's statements; `distributed`: assignments_distributed's answer for the connection; the cohort
+    and source of each pair stored or found go into `provenance` when given."""
     by_pk = {experiment.pk: experiment for experiment in experiments}
     asked = dict(subjects)
     for pk, subject_ids in subjects.items():
         for holdout in by_pk[pk].holdouts:
             asked[holdout.pk] = list(dict.fromkeys([*asked.get(holdout.pk, []), *subject_ids]))
-    stored, shards = yield from _fetched(asked, experiment_pk=experiment_pk, distributed=distributed)
+    stored, shards = yield from _fetched(
+        asked, experiment_pk=experiment_pk, distributed=distributed, provenance=provenance
+    )
     missing = sorted(
         (pk, subject_id)
         for pk, subject_ids in subjects.items()
@@ -474,11 +500,14 @@ def pairs_store_steps(
         inserted = {(pk, subject_id): variant_pk for pk, subject_id, variant_pk in returned}
     stored.update(inserted)
     lost: dict[int, list[str]] = {}
-    for pk, subject_id, *_ in rows:
+    for pk, subject_id, _, cohort, source in rows:
         if (pk, subject_id) not in inserted:
             lost.setdefault(pk, []).append(subject_id)
+        elif provenance is not None:
+            provenance[(pk, subject_id)] = (cohort, source)
     if lost:
-        stored.update((yield from pairs_fetch_steps(lost, experiment_pk=experiment_pk, distributed=distributed)))
+        again = pairs_fetch_steps(lost, experiment_pk=experiment_pk, distributed=distributed, provenance=provenance)
+        stored.update((yield from again))
     return stored, set(inserted), excluded
 
 
@@ -509,8 +538,11 @@ def link_steps(nodes: list[tuple[int, str]]) -> Steps[None]:
 
 
 class BaselineWorker:
+    """Raw SQL for one scenario. An OpenFeature evaluation (single or bulk) sends the statements of its
+    POST /assignments twin: the same subject in the same experiments (for the bulk, those it lists)."""
+
     def __init__(self, *, database_url: str, scenario: Scenario, subject_ids: SubjectIds) -> None:
-        if scenario.kind not in (ASSIGN, SUBJECT, LINK):
+        if scenario.kind not in (ASSIGN, LINK, *ONE_SUBJECT):
             raise ValueError(f"the baseline has no equivalent of scenario {scenario.key}")
         self.connection = psycopg.connect(database_url, autocommit=True)
         self.scenario = scenario
@@ -519,7 +551,7 @@ class BaselineWorker:
             self.subject_types = subject_types_read(self.connection)
             return
         catalog = experiments_read(self.connection)
-        named = scenario.experiments if scenario.kind == SUBJECT else (scenario.experiment_id,)
+        named = scenario.named
         missing = [key for key in named if key.lower() not in catalog]
         if missing:
             raise LookupError(f"no experiment {', '.join(missing)}: was the bench configuration applied?")
@@ -536,7 +568,7 @@ class BaselineWorker:
         ids, attributes = request
         if self.scenario.kind == LINK:
             return link_store(self.connection, link_pair(self.subject_types, ids[0]))
-        if self.scenario.kind == SUBJECT:
+        if self.scenario.kind in ONE_SUBJECT:
             # One user in each experiment named; the fetch's head is the catalog's version, as the service's.
             stored, _, excluded = pairs_store(
                 self.connection,

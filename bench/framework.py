@@ -33,12 +33,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.client import PATHS, request_body
+from bench.client import request_body
 from bench.database import postgres_url_argument
 from bench.hot_path import CONFIGS
 from bench.preparation import prepared
 from bench.report import as_markdown, as_text, machine, results_files_write
-from bench.scenarios import ASSIGN, HEALTHZ, SCENARIOS, SUBJECT, SubjectIds
+from bench.scenarios import ASSIGN, HEALTHZ, PATHS, SCENARIOS, SUBJECT, SubjectIds
 from devtools import PROJECT_DIR
 
 LOG_PATH = PROJECT_DIR / "var" / "bench-framework.log"
@@ -225,7 +225,7 @@ def _environ(scenario_key: str, body: bytes | None, token: str) -> dict[str, Any
     raw = body or b""
     environ = {
         "REQUEST_METHOD": "GET" if body is None else "POST",
-        "PATH_INFO": PATHS[scenario.kind],
+        "PATH_INFO": scenario.path,
         "SCRIPT_NAME": "",
         "QUERY_STRING": "",
         "SERVER_NAME": "127.0.0.1",

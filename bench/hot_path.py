@@ -28,7 +28,7 @@ from importlib.metadata import version
 
 import psycopg
 
-from bench.client import PATHS, request_body
+from bench.client import request_body
 from bench.connections import DEFAULT_MODES
 from bench.links import LinkPool, links_outcome, links_seed
 from bench.memberships import MemberPool
@@ -54,7 +54,7 @@ from bench.rounds import (
     seeded_check,
     shared_arguments,
 )
-from bench.scenarios import ASSIGN, HEALTHZ, LINK, SCENARIOS, SUBJECT, Scenario
+from bench.scenarios import ASSIGN, BULK_EXPERIMENT_IDS, BULK_STORED, HEALTHZ, LINK, ONE_SUBJECT, SCENARIOS, Scenario
 from bench.seed import COUNTS_NOT_EXACT, table_state
 from bench.server import git_worktree
 from bench.wrk import WrkUnavailable, supported, wrk_path
@@ -68,7 +68,7 @@ scenarios (one request each; new subjects and pairs are new in the database what
 {scenarios}
   The 1000-subject scenarios are measured in subjects/s, the others in requests/s.
   raw SQL has no /healthz; the minimal app's answers it without the database, the service's checks it.
-  subject-* name bench-user-01 (to 20) of bench/hot_path_resources.yaml for one new user ID.
+  subject-1 and subject-20 name bench-user-01 (to 20) of bench/hot_path_resources.yaml for one new user ID.
   1000-new-links and 1000-new-nolinks send the same kind of batch, new cookies of which 1 in 10 is linked
   through a seeded user to an assigned cookie, to banner-copy (followLinks) and to its copy without.
   *-gated send new users with attributes to bench-gated (targeting, coverage 0.5) or bench-gated-all (the same
@@ -76,6 +76,11 @@ scenarios (one request each; new subjects and pairs are new in the database what
   1000-new-user) without gates; the table "With gates and without" compares them round by round.
   1000-new-layered and 1000-members send new users and users who are holdout members already (bench/memberships.py)
   to bench-layered, in a layer and covered by two holdouts, beside 1000-new-user.
+  ofrep-* are OpenFeature evaluations (OFREP), each beside its POST /assignments twin of the same subject,
+  experiments and statements: ofrep-1-new and ofrep-1-existing (subject-1-new, subject-1-existing) evaluate
+  checkout-button for a new or a seeded user; ofrep-bulk-{bulk} (subject-{bulk}-existing) every user experiment
+  listed for bulk evaluation, checkout-button and bench-user-01 to 20, for one of the first {stored:,} seeded users,
+  which are stored in all of them before the runs.
 
 The defaults run everything: 3 rounds at 16 and at 64 clients on 1,000,000 seeded
 assignments and --linked-users' links, every target, about three and a half hours on 2 cores. A quick look:
@@ -96,9 +101,11 @@ On a local Citus cluster's coordinator (the followLinks scenarios' raw SQL does 
   bench/run citus   (starts a cluster, runs bench/run on plain PostgreSQL and on Citus, compares them)
 """.format(
     scenarios="\n".join(
-        f"  {scenario.key:<17} {'GET' if scenario.kind == HEALTHZ else 'POST'} {PATHS[scenario.kind]}: {scenario.title}"
+        f"  {scenario.key:<19} {'GET' if scenario.kind == HEALTHZ else 'POST'} {scenario.path}: {scenario.title}"
         for scenario in SCENARIOS.values()
-    )
+    ),
+    bulk=len(BULK_EXPERIMENT_IDS),
+    stored=BULK_STORED,
 )
 
 
@@ -358,11 +365,7 @@ def stored_count(connection: psycopg.Connection, *, runs: list[dict], prefix: st
     """Sets `stored_share` of each run of a scenario in the gates table: the rows it stored (in the experiment and,
     as memberships, in the holdouts covering it) ÷ the subjects it sent, warm-up included."""
     compared = {run["scenario"] for run in runs if run["reference"]} | {run["reference"] for run in runs}
-    experiments = {
-        key
-        for scenario in (SCENARIOS[name] for name in compared if name)
-        for key in (scenario.experiments if scenario.kind == SUBJECT else (scenario.experiment_id,))
-    }
+    experiments = {key for scenario in (SCENARIOS[name] for name in compared if name) for key in scenario.named}
     stored: dict[str, int] = {}
     for experiment_id in sorted(experiments):
         pks = [pk for (pk,) in connection.execute(EXPERIMENT_AND_HOLDOUTS, {"experiment": experiment_id})]
@@ -432,13 +435,13 @@ def statements_count(*, scenarios: list[Scenario], bench: Bench) -> list[Stateme
 
     def post(scenario: Scenario, ids: list[str]) -> None:
         body = request_body(scenario, ids)
-        response = client.post(PATHS[scenario.kind], body, content_type="application/json", **headers)
+        response = client.post(scenario.path, body, content_type="application/json", **headers)
         if response.status_code != 200:
             raise RuntimeError(f"statement count: HTTP {response.status_code}: {response.content[:300]!r}")
 
     counts = []
     for scenario in scenarios:
-        if scenario.kind not in (ASSIGN, SUBJECT, LINK):
+        if scenario.kind not in (ASSIGN, LINK, *ONE_SUBJECT):
             continue
         texts: list[str] = []
 

@@ -16,6 +16,17 @@ service: a subject they keep out gets the control and is listed with its reason.
 values are not checked against the types the subject type declares, which the service
 does. /healthz touches no database.
 
+The OpenFeature evaluations (OFREP) are POST /assignments for one subject, answered in
+OpenFeature's shape, with the same statements as that route: POST
+/ofrep/v1/evaluate/flags/{key} for `context.targetingKey` in that experiment (its subject
+type's identifier), and POST /ofrep/v1/evaluate/flags for every active experiment of
+`context.subjectType` whose bulkEvaluation is true, in ID order, with the body's ETag (no
+304: If-None-Match is not read). The other context entries are the attributes. Each flag
+is {key, value, variant, reason, metadata}: the value is the variant's ID (the bench's
+experiments have no valueType), the stored row's source and cohort, read by the fetch,
+in the metadata. A winner-declared experiment is answered as not active (the bench
+configures none).
+
 The routes are written once, as bench/baseline.py's steps (generators that yield
 each statement and get its rows back): this module's WSGI `application` sends them
 on its thread's connection, bench/minimal_asgi.py's ASGI one on a connection of its
@@ -24,6 +35,7 @@ async pool, so both apps answer alike with the same statements.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -31,8 +43,12 @@ import threading
 import psycopg
 
 from bench.baseline import (
+    Attributes,
+    Excluded,
     Experiment,
+    Provenance,
     Steps,
+    Stored,
     assignments_distributed,
     experiments_steps,
     link_steps,
@@ -115,6 +131,40 @@ def assign(body: dict, *, distributed: bool) -> Steps[dict]:
     return answer
 
 
+def _subject_settled(
+    identifiers: dict[int, str],
+    experiments: list[Experiment],
+    attributes: Attributes,
+    *,
+    store: bool,
+    distributed: bool,
+    provenance: Provenance | None = None,
+) -> Steps[tuple[Stored, set[tuple[int, str]], Excluded]]:
+    """One subject (an identifier per subject type pk) in these experiments: the stored variants (the active
+    experiments of its types only), storing the missing ones when `store`, the pairs stored and those the gates
+    kept out; each stored pair's cohort and source into `provenance` when given."""
+    assignable = [e for e in experiments if e.status == "active" and e.subject_type_pk in identifiers]
+    subjects = {e.pk: [identifiers[e.subject_type_pk]] for e in assignable}
+    if not store:
+        fetched = yield from pairs_fetch_steps(subjects, distributed=distributed, provenance=provenance)
+        return fetched, set(), {}
+    # One subject: each of its identifiers has the request's attributes.
+    sent = dict.fromkeys(identifiers.values(), attributes)
+    return (
+        yield from pairs_store_steps(
+            assignable, subjects, attributes=sent, distributed=distributed, provenance=provenance
+        )
+    )
+
+
+def _identifiers(subject: dict[str, str]) -> Steps[dict[int, str]]:
+    types = yield from _types()
+    try:
+        return {types[type_id.lower()]: subject_id for type_id, subject_id in subject.items()}
+    except KeyError:
+        raise Invalid("a key of subject names no active subject type") from None
+
+
 def assign_subject(body: dict, *, distributed: bool) -> Steps[dict]:
     """One subject in the experiments named (or every active one of its types), active experiments only."""
     subject, named, store = body.get("subject"), body.get("experiments"), body.get("assign", True)
@@ -123,14 +173,15 @@ def assign_subject(body: dict, *, distributed: bool) -> Steps[dict]:
     attributes = body.get("attributes", {})
     if not isinstance(attributes, dict):
         raise Invalid("attributes must be an object")
-    catalog, types = (yield from _catalog()), (yield from _types())
-    try:
-        identifiers = {types[type_id.lower()]: subject_id for type_id, subject_id in subject.items()}
-    except KeyError:
-        raise Invalid("a key of subject names no active subject type") from None
+    catalog = yield from _catalog()
+    identifiers = yield from _identifiers(subject)
     if named is None:
         experiments = sorted(
-            (e for e in catalog.values() if e.subject_type_pk in identifiers and e.status == "active"),
+            (
+                e
+                for e in catalog.values()
+                if e.kind == "experiment" and e.subject_type_pk in identifiers and e.status == "active"
+            ),
             key=lambda e: e.key.lower(),
         )
     else:
@@ -140,16 +191,9 @@ def assign_subject(body: dict, *, distributed: bool) -> Steps[dict]:
         if unknown:
             raise LookupError(f"no experiment {', '.join(map(repr, unknown))}")
         experiments = list({catalog[key.lower()].pk: catalog[key.lower()] for key in named}.values())
-    assignable = [e for e in experiments if e.status == "active" and e.subject_type_pk in identifiers]
-    subjects = {e.pk: [identifiers[e.subject_type_pk]] for e in assignable}
-    if store is True:
-        # One subject: each of its identifiers has the request's attributes.
-        sent = dict.fromkeys(identifiers.values(), attributes)
-        stored, created, excluded = yield from pairs_store_steps(
-            assignable, subjects, attributes=sent, distributed=distributed
-        )
-    else:
-        stored, created, excluded = (yield from pairs_fetch_steps(subjects, distributed=distributed)), set(), {}
+    stored, created, excluded = yield from _subject_settled(
+        identifiers, experiments, attributes, store=store is True, distributed=distributed
+    )
     answer: dict = {"assignments": {}, "new_assignments": [], "unassigned": {}}
     for experiment in experiments:
         subject_id = identifiers.get(experiment.subject_type_pk)
@@ -182,7 +226,97 @@ def link(body: dict, *, distributed: bool) -> Steps[dict]:
     return {"success": True}
 
 
-ROUTES = {"/experiment-assignments": assign, "/assignments": assign_subject, "/id-link": link}
+# OpenFeature's context entries that are not attributes.
+TARGETING_KEY, SUBJECT_TYPE = "targetingKey", "subjectType"
+
+
+def _context(body: dict) -> tuple[str, dict[str, object]]:
+    """The subject ID (`context.targetingKey`) and attributes (the other entries of an attribute's type)."""
+    context = body.get("context")
+    if not isinstance(context, dict):
+        raise Invalid("context must be an object")
+    subject_id = context.get(TARGETING_KEY)
+    if not isinstance(subject_id, str) or not subject_id:
+        raise Invalid("context.targetingKey must be a non-empty string")
+    attributes = {
+        name: value
+        for name, value in context.items()
+        if name not in (TARGETING_KEY, SUBJECT_TYPE) and isinstance(value, (str, bool, int, float))
+    }
+    return subject_id, attributes
+
+
+def _evaluation(
+    experiment: Experiment, subject_id: str | None, stored: Stored, excluded: Excluded, provenance: Provenance
+) -> dict:
+    """One experiment as an OpenFeature flag: the stored variant, else the control with the reason."""
+    metadata: dict = {"experimentStatus": experiment.status}
+    variant_pk = stored.get((experiment.pk, subject_id))
+    if experiment.status != "active":
+        variant, reason = experiment.control_key, "DISABLED"
+    elif variant_pk is None:
+        variant, reason = experiment.control_key, "DEFAULT"
+        metadata["excludedReason"] = excluded.get((experiment.pk, subject_id), "not_assigned")
+    else:
+        cohort, source = provenance[(experiment.pk, subject_id)]
+        variant = experiment.variant_keys[variant_pk]
+        reason = "TARGETING_MATCH" if source == "forced" else "SPLIT"
+        metadata["source"], metadata["cohort"] = source, cohort
+    return {"key": experiment.key, "value": variant, "variant": variant, "reason": reason, "metadata": metadata}
+
+
+def ofrep_flag(body: dict, *, key: str, distributed: bool) -> Steps[dict]:
+    """POST /ofrep/v1/evaluate/flags/{key}: POST /assignments for the subject in that one experiment."""
+    experiment = (yield from _catalog()).get(key.lower())
+    if experiment is None or experiment.kind != "experiment":
+        raise LookupError(f"no experiment {key!r}")
+    subject_id, attributes = _context(body)
+    identifiers = {experiment.subject_type_pk: subject_id}
+    provenance: Provenance = {}
+    stored, _, excluded = yield from _subject_settled(
+        identifiers, [experiment], attributes, store=True, distributed=distributed, provenance=provenance
+    )
+    return _evaluation(experiment, subject_id, stored, excluded, provenance)
+
+
+def ofrep_flags(body: dict, *, distributed: bool) -> Steps[dict]:
+    """POST /ofrep/v1/evaluate/flags: POST /assignments for the subject in every active experiment of its subject
+    type listed for bulk evaluation."""
+    subject_id, attributes = _context(body)
+    subject_type = body["context"].get(SUBJECT_TYPE)
+    if not isinstance(subject_type, str):
+        raise Invalid("context.subjectType must be a string")
+    catalog = yield from _catalog()
+    identifiers = yield from _identifiers({subject_type: subject_id})
+    listed = [e for e in catalog.values() if e.kind == "experiment" and e.bulk_evaluation and e.status == "active"]
+    experiments = sorted((e for e in listed if e.subject_type_pk in identifiers), key=lambda e: e.key.lower())
+    provenance: Provenance = {}
+    stored, _, excluded = yield from _subject_settled(
+        identifiers, experiments, attributes, store=True, distributed=distributed, provenance=provenance
+    )
+    return {"flags": [_evaluation(e, subject_id, stored, excluded, provenance) for e in experiments]}
+
+
+OFREP_FLAGS = "/ofrep/v1/evaluate/flags"
+OFREP_FLAG_PREFIX = OFREP_FLAGS + "/"
+ROUTES = {
+    "/experiment-assignments": assign,
+    "/assignments": assign_subject,
+    "/id-link": link,
+    OFREP_FLAGS: ofrep_flags,
+}
+
+
+def _route(path: str):
+    """The route answering a path, the single evaluation's key bound; None for no route."""
+    route = ROUTES.get(path)
+    if route is None and path.startswith(OFREP_FLAG_PREFIX) and len(path) > len(OFREP_FLAG_PREFIX):
+        key = path[len(OFREP_FLAG_PREFIX) :].removesuffix("/")
+
+        def route(body: dict, *, distributed: bool) -> Steps[dict]:
+            return ofrep_flag(body, key=key, distributed=distributed)
+
+    return route
 
 
 def answer_without_body(method: str, path: str, authorization: str | None) -> tuple[str, dict] | None:
@@ -190,7 +324,7 @@ def answer_without_body(method: str, path: str, authorization: str | None) -> tu
     the others, which answer_steps answers."""
     if path == "/healthz" and method == "GET":
         return "200 OK", {"status": "ok"}
-    if path not in ROUTES or method != "POST":
+    if _route(path) is None or method != "POST":
         return "404 Not Found", {"code": "not_found"}
     if authorization != AUTHORIZATION:
         return "401 Unauthorized", {"code": "not_authenticated"}
@@ -203,7 +337,7 @@ def answer_steps(path: str, read_body, *, distributed: bool) -> Steps[tuple[str,
         body = json.loads(read_body())
         if not isinstance(body, dict):
             raise Invalid("the body must be a JSON object")
-        return "200 OK", (yield from ROUTES[path](body, distributed=distributed))
+        return "200 OK", (yield from _route(path)(body, distributed=distributed))
     except LookupError as error:
         return "404 Not Found", {"code": "experiment_not_found", "detail": str(error)}
     except ValueError as error:
@@ -212,6 +346,14 @@ def answer_steps(path: str, read_body, *, distributed: bool) -> Steps[tuple[str,
 
 def encoded(body: dict) -> bytes:
     return json.dumps(body).encode()
+
+
+def answer_headers(path: str, status: str, content: bytes) -> list[tuple[str, str]]:
+    """The headers beyond Content-Type and Content-Length: a bulk evaluation's ETag (a strong tag of the body,
+    as the service's) and Cache-Control."""
+    if path != OFREP_FLAGS or not status.startswith("200"):
+        return []
+    return [("ETag", f'"{hashlib.sha256(content).hexdigest()[:32]}"'), ("Cache-Control", "private, no-cache")]
 
 
 def _answer(environ) -> tuple[str, dict]:
@@ -230,5 +372,6 @@ def _answer(environ) -> tuple[str, dict]:
 def application(environ, start_response):
     status, body = _answer(environ)
     content = encoded(body)
-    start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(content)))])
+    headers = [("Content-Type", "application/json"), ("Content-Length", str(len(content)))]
+    start_response(status, headers + answer_headers(environ["PATH_INFO"], status, content))
     return [content]

@@ -26,7 +26,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from bench.baseline import assignments_distributed, steps_run_async
-from bench.minimal_app import answer_steps, answer_without_body, encoded
+from bench.minimal_app import answer_headers, answer_steps, answer_without_body, encoded
 
 # Connections per worker process: as many as a service worker has threads by default, so each process can have as
 # many statements in flight (bench/run hot-path sets it to the service's resolved GUNICORN_THREADS).
@@ -105,11 +105,12 @@ async def application(scope, receive, send) -> None:
         async with pool.connection() as connection:
             answer = await steps_run_async(connection, answer_steps(path, lambda: body, distributed=False))
     status, content = answer[0], encoded(answer[1])
+    extra = [(name.lower().encode(), value.encode()) for name, value in answer_headers(path, status, content)]
     await send(
         {
             "type": "http.response.start",
             "status": int(status.split(" ", 1)[0]),
-            "headers": [*HEADERS, (b"content-length", str(len(content)).encode())],
+            "headers": [*HEADERS, (b"content-length", str(len(content)).encode()), *extra],
         }
     )
     await send({"type": "http.response.body", "body": content})

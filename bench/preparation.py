@@ -3,7 +3,8 @@
 Create the database (or reuse it), on a Citus coordinator on every node;
 point this process's Django at it; migrate (and distribute the tables on
 Citus), apply the configuration files and create the proxy token `bench`
-in-process; store the seeded assignments. At the end drop the database unless
+in-process; store the seeded assignments (and, for the scenarios that ask for it, the first
+seeded subjects in more experiments). At the end drop the database unless
 it is to be kept. The reliability experiments prepare theirs as an operator
 would, with manage.py in processes of their own (bench/reliability/deployment.py), and the
 commands benchmark loads its rows in bulk per size (bench/commands.py).
@@ -25,7 +26,7 @@ from typing import Any
 from bench.citus import CitusCluster
 from bench.database import DatabaseServer
 from bench.report import git_commit
-from bench.seed import assignments_seed
+from bench.seed import assignments_seed, stored_seed
 
 
 @dataclass
@@ -89,9 +90,12 @@ def prepared(
     shard_count: int | None = None,
     reuse: bool = False,
     keep: bool = False,
+    stored_in: Sequence[str] = (),
+    stored_count: int = 0,
 ) -> Iterator[Prepared]:
     """The database `database` beside postgres_url, migrated, configured, `seeded` assignments stored (0:
-    none); reused (and kept) if `reuse` and it exists; dropped at the end unless keep or reuse."""
+    none) and the first `stored_count` of those subjects (at most `seeded`) in the experiments `stored_in`
+    too; reused (and kept) if `reuse` and it exists; dropped at the end unless keep or reuse."""
     started_at = datetime.now(UTC)
     # Before Django imports the code measured: the checkout may move on while a long run goes.
     commit = git_commit()
@@ -121,6 +125,15 @@ def prepared(
                 f"{seed['assignments']:,} assignments in the table",
                 flush=True,
             )
+            if stored_in and stored_count:
+                count = min(seeded, stored_count)
+                print(f"seeding the first {count:,} of them in {len(stored_in)} more experiments", flush=True)
+                seed["stored"] = stored_seed(database_url=database_url, count=count, experiment_ids=stored_in)
+                print(
+                    f"  {seed['stored']['copied']:,} stored in {seed['stored']['seconds']:.1f} s; "
+                    f"{seed['stored']['assignments']:,} assignments in the table",
+                    flush=True,
+                )
         yield Prepared(
             started_at=started_at,
             commit=commit,

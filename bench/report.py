@@ -574,6 +574,17 @@ def _links_lines(links: dict[str, Any] | None) -> list[str]:
     ]
 
 
+def _stored_lines(stored: dict[str, Any] | None) -> list[str]:
+    """The seeded subjects also stored in more experiments (bench/seed.py's stored_seed)."""
+    if not stored:
+        return []
+    return [
+        f"- the first {stored['count']:,} seeded subjects also stored in {len(stored['experiments'])} more "
+        f"experiments ({stored['copied']:,} rows by COPY in {stored['seconds']:.0f} s), which the scenarios of "
+        f"one stored user in many experiments draw from: {', '.join(stored['experiments'])}.",
+    ]
+
+
 def results_markdown(results: dict[str, Any]) -> str:
     setup = results["setup"]
     machine = setup["machine"]
@@ -600,6 +611,7 @@ def results_markdown(results: dict[str, Any]) -> str:
         f"in {seed['seconds']:.0f} s), {end['assignments']:,} at the end; reads draw from {seed['seeded']:,} "
         f"seeded subjects; assignment counts exact at the start {yes(seed['counts_exact'])}, at the end "
         f"{yes(end['counts_exact'])}.",
+        *_stored_lines(seed.get("stored")),
         *_links_lines(setup.get("links")),
         f"- {', '.join(map(str, setup['concurrency']))} concurrent clients; {setup['warmup']} s warm-up and "
         f"{setup['duration']} s measured per run; {setup['repeat']} round(s), the targets alternating within "

@@ -36,7 +36,7 @@ from bench.load import LoadResult, load_run
 from bench.pools import Pool
 from bench.preparation import Prepared, prepared
 from bench.profile import profile_summary, profilers_start, py_spy_path
-from bench.scenarios import ASSIGN, EXPERIMENT_ID, HEALTHZ, SCENARIOS, SUBJECT, Scenario, SubjectIds
+from bench.scenarios import ASSIGN, EXPERIMENT_ID, HEALTHZ, ONE_SUBJECT, SCENARIOS, Scenario, SubjectIds
 from bench.server import ServerCommand, gunicorn_printed, http_server, minimal_command, service_command, worker_pids
 from bench.wrk import wrk_run
 from devtools import PROJECT_DIR
@@ -175,11 +175,20 @@ def bench_prepared(
     args: argparse.Namespace, configs: Sequence[Path], **options: Any
 ) -> contextlib.AbstractContextManager[Prepared]:
     """The bench database of the shared options (preparation.prepared), once py-spy is found if --profile asks for
-    it: a missing py-spy stops the benchmark before it prepares anything."""
+    it: a missing py-spy stops the benchmark before it prepares anything. The scenarios of subjects stored in more
+    experiments than checkout-button (Scenario.existing_among) have those seeded too."""
     if args.profile:
         py_spy_path()
+    among = [SCENARIOS[key] for key in args.scenarios if SCENARIOS[key].existing_among]
+    also = sorted({key for scenario in among for key in scenario.named if key.lower() != EXPERIMENT_ID.lower()})
     return prepared(
-        postgres_url=args.postgres_url, database=args.database, configs=configs, keep=args.keep_database, **options
+        postgres_url=args.postgres_url,
+        database=args.database,
+        configs=configs,
+        keep=args.keep_database,
+        stored_in=also,
+        stored_count=max((scenario.existing_among for scenario in among), default=0),
+        **options,
     )
 
 
@@ -316,10 +325,8 @@ class Bench:
         self._announced: set[str] = set()
 
     def _experiments(self, scenario: Scenario) -> list[Experiment]:
-        if scenario.kind == ASSIGN:
-            return [self.catalog[scenario.experiment_id.lower()]]
-        if scenario.kind == SUBJECT:
-            return [self.catalog[key.lower()] for key in scenario.experiments]
+        if scenario.kind in (ASSIGN, *ONE_SUBJECT):
+            return [self.catalog[key.lower()] for key in scenario.named]
         return []
 
     def _pool(self, scenario: Scenario) -> Pool | None:

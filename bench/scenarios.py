@@ -13,6 +13,14 @@ LINKS_EXPERIMENT_ID = "banner-copy"
 NOLINKS_EXPERIMENT_ID = "banner-copy-nolinks"
 # bench/hot_path_resources.yaml: 20 active experiments on subject type user, none following links.
 SUBJECT_EXPERIMENT_IDS = tuple(f"bench-user-{number:02d}" for number in range(1, 21))
+# What an OpenFeature bulk evaluation of a user lists: every active user experiment whose bulkEvaluation is true,
+# in ID order. That is examples/demo.yaml's checkout-button and the 20 above: bench/hot_path_resources.yaml's
+# other user experiments (the gates' and the layer's) have bulkEvaluation: false.
+BULK_EXPERIMENT_IDS = tuple(sorted((EXPERIMENT_ID, *SUBJECT_EXPERIMENT_IDS), key=str.lower))
+# The seeded subjects (seeded_subject_id(0..n-1)) that are also stored in every experiment of
+# BULK_EXPERIMENT_IDS before a run that draws from them (bench/seed.py, stored_seed): a stored user of the bulk
+# evaluation and of its POST /assignments twin.
+BULK_STORED = 10_000
 # bench/hot_path_resources.yaml's user experiments with bench-user-01's variants that differ only in their
 # gates: none; targeting, coverage 0.5 and an open enrollment window; the same targeting, coverage 1 and window.
 UNGATED_EXPERIMENT_ID = "bench-ungated"
@@ -37,11 +45,27 @@ MIXED: tuple[dict[str, object], ...] = (
     {"country": "DE", "seats": 12, "appVersion": "2.6.0"},
 )
 
-# What a request does: POST /experiment-assignments, POST /assignments, POST /id-link or GET /healthz.
+# What a request does: POST /experiment-assignments, POST /assignments, POST /id-link, GET /healthz, or an
+# OpenFeature evaluation (OFREP): POST /ofrep/v1/evaluate/flags/{key} of one experiment for one subject, which is
+# POST /assignments for that subject and experiment, and POST /ofrep/v1/evaluate/flags, the bulk evaluation of
+# every experiment of a subject type listed for it.
 ASSIGN = "assign"
 SUBJECT = "subject"
 LINK = "link"
 HEALTHZ = "healthz"
+OFREP = "ofrep"
+OFREP_BULK = "ofrep-bulk"
+# The kinds that ask for one subject (a user) in the experiments named (`Scenario.experiments`).
+ONE_SUBJECT = (SUBJECT, OFREP, OFREP_BULK)
+OFREP_FLAGS_PATH = "/ofrep/v1/evaluate/flags"
+PATHS = {
+    ASSIGN: "/experiment-assignments",
+    SUBJECT: "/assignments",
+    LINK: "/id-link",
+    HEALTHZ: "/healthz",
+    OFREP: OFREP_FLAGS_PATH + "/{key}",
+    OFREP_BULK: OFREP_FLAGS_PATH,
+}
 
 
 @dataclass(frozen=True)
@@ -53,8 +77,12 @@ class Scenario:
     existing: int = 0  # subject IDs per request drawn from the seeded, already assigned ones
     # POST /experiment-assignments: the experiment asked.
     experiment_id: str = EXPERIMENT_ID
-    # POST /assignments: the experiments named, for one subject known by its user ID.
+    # POST /assignments: the experiments named, for one subject known by its user ID; an OpenFeature single
+    # evaluation: the one experiment evaluated; a bulk evaluation: the experiments it should list.
     experiments: tuple[str, ...] = ()
+    # The existing subjects are drawn from the first n seeded ones, which are also stored in every experiment
+    # named (BULK_STORED, bench/seed.py's stored_seed); 0: from all seeded subjects (stored in checkout-button).
+    existing_among: int = 0
     # Every n-th new subject is a new cookie linked, before the request, to a seeded user whose
     # first cookie is assigned (bench/links.py); 0: none.
     linked_every: int = 0
@@ -75,6 +103,20 @@ class Scenario:
     @property
     def subjects(self) -> int:
         return self.new + self.existing
+
+    @property
+    def named(self) -> tuple[str, ...]:
+        """The experiments the request asks for, or (a bulk evaluation) lists."""
+        return self.experiments if self.kind in ONE_SUBJECT else (self.experiment_id,)
+
+    @property
+    def path(self) -> str:
+        """The request's path: a single OpenFeature evaluation names its experiment in it."""
+        return PATHS[self.kind].format(key=self.experiments[0] if self.kind == OFREP else "")
+
+    def existing_pool(self, seeded: int) -> int:
+        """How many seeded subjects the existing ones are drawn from, of `seeded`."""
+        return min(seeded, self.existing_among) if self.existing_among else seeded
 
     @property
     def per_subject(self) -> bool:
@@ -99,6 +141,58 @@ SCENARIOS = {
             SUBJECT,
             new=1,
             experiments=SUBJECT_EXPERIMENT_IDS[:1],
+            service_sql=True,
+        ),
+        # The OpenFeature evaluations (OFREP) and their POST /assignments twins: the same subject, experiments and
+        # statements, answered in OpenFeature's shape.
+        Scenario(
+            "subject-1-new",
+            "1 new user in checkout-button",
+            SUBJECT,
+            new=1,
+            experiments=(EXPERIMENT_ID,),
+            service_sql=True,
+        ),
+        Scenario(
+            "ofrep-1-new",
+            "OpenFeature evaluation, 1 new user",
+            OFREP,
+            new=1,
+            experiments=(EXPERIMENT_ID,),
+            service_sql=True,
+        ),
+        Scenario(
+            "subject-1-existing",
+            "1 stored user in checkout-button",
+            SUBJECT,
+            existing=1,
+            experiments=(EXPERIMENT_ID,),
+            service_sql=True,
+        ),
+        Scenario(
+            "ofrep-1-existing",
+            "OpenFeature evaluation, 1 stored user",
+            OFREP,
+            existing=1,
+            experiments=(EXPERIMENT_ID,),
+            service_sql=True,
+        ),
+        Scenario(
+            f"subject-{len(BULK_EXPERIMENT_IDS)}-existing",
+            f"1 stored user in the {len(BULK_EXPERIMENT_IDS)} experiments a bulk evaluation lists",
+            SUBJECT,
+            existing=1,
+            experiments=BULK_EXPERIMENT_IDS,
+            existing_among=BULK_STORED,
+            service_sql=True,
+        ),
+        Scenario(
+            f"ofrep-bulk-{len(BULK_EXPERIMENT_IDS)}",
+            f"OpenFeature bulk evaluation, 1 stored user in {len(BULK_EXPERIMENT_IDS)} experiments",
+            OFREP_BULK,
+            existing=1,
+            experiments=BULK_EXPERIMENT_IDS,
+            existing_among=BULK_STORED,
             service_sql=True,
         ),
         Scenario(
@@ -257,5 +351,6 @@ class SubjectIds:
             linked = iter(self.pool.take(len(range(every - 1, len(ids), every))))
             ids = [next(linked) if position % every == every - 1 else value for position, value in enumerate(ids)]
         if self.scenario.existing:
-            ids.extend(seeded_subject_id(n) for n in self.random.sample(range(self.seeded), self.scenario.existing))
+            among = range(self.scenario.existing_pool(self.seeded))
+            ids.extend(seeded_subject_id(n) for n in self.random.sample(among, self.scenario.existing))
         return ids

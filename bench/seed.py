@@ -10,12 +10,13 @@ any INSERT, so assignments_assignmentcount stays exact; seed_check says so.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
 
-from bench.baseline import experiment_read
+from bench.baseline import experiment_read, experiments_read
 from bench.scenarios import seeded_subject_id
 
 COPY = "COPY assignments_assignment (experiment_id, subject_id, variant_id, cohort, created_at, source) FROM STDIN"
@@ -64,6 +65,36 @@ def assignments_seed(*, database_url: str, count: int) -> dict[str, Any]:
             "seeded": count,
             "copied": max(0, count - present),
             "copy_seconds": copied,
+            "seconds": time.monotonic() - started,
+            **table_state(connection),
+        }
+
+
+def stored_seed(*, database_url: str, count: int, experiment_ids: Sequence[str]) -> dict[str, Any]:
+    """Store seeded_subject_id(0..count-1) in each of these experiments too, those not stored yet (the first
+    ones, in order, as assignments_seed stores them), each with the formula's variant (source hashed, the
+    current cohort): the stored users of the scenarios that ask for one subject in many experiments
+    (Scenario.existing_among). Then VACUUM ANALYZE."""
+    with psycopg.connect(database_url, autocommit=True) as connection:
+        started = time.monotonic()
+        catalog = experiments_read(connection)
+        experiments = [catalog[experiment_id.lower()] for experiment_id in experiment_ids]
+        present = {e.pk: connection.execute(SEEDED, [e.pk]).fetchone()[0] for e in experiments}
+        copied = sum(max(0, count - present[e.pk]) for e in experiments)
+        created_at = datetime.now(UTC)
+        if copied:
+            with connection.cursor().copy(COPY) as copy:
+                for experiment in experiments:
+                    for number in range(present[experiment.pk], count):
+                        subject_id = seeded_subject_id(number)
+                        variant = experiment.allocation.variant_for(experiment.salt, subject_id)
+                        copy.write_row((experiment.pk, subject_id, variant, experiment.cohort, created_at, "hashed"))
+            connection.execute("VACUUM ANALYZE assignments_assignment")
+            connection.execute("VACUUM ANALYZE assignments_assignmentcount")
+        return {
+            "count": count,
+            "experiments": list(experiment_ids),
+            "copied": copied,
             "seconds": time.monotonic() - started,
             **table_state(connection),
         }

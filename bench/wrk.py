@@ -25,13 +25,15 @@ from pathlib import Path
 
 from bench.cpu import CpuWindow
 from bench.load import LoadResult
-from bench.scenarios import ASSIGN, HEALTHZ, LINK, SUBJECT, Scenario
-
-PATHS = {ASSIGN: "/experiment-assignments", SUBJECT: "/assignments", LINK: "/id-link", HEALTHZ: "/healthz"}
+from bench.scenarios import Scenario
 
 # Each wrk thread numbers its connections' requests with its own counter; IDs are
 # <prefix>-<thread>-<counter * new + i>, so they are new in the database whatever
 # ran before (the prefix names the run) and the same shape as the Python load's.
+# Existing subjects are drawn from the first `seeded` seeded ones (for the scenarios
+# of subjects stored in more experiments, the first Scenario.existing_among).
+# An OpenFeature evaluation sends the subject as context.targetingKey (kind "ofrep",
+# the experiment in the path; "ofrep-bulk", with subjectType user).
 LUA = r"""
 local kind, path, token, experiment, prefix = %(kind)s, %(path)s, %(token)s, %(experiment)s, %(prefix)s
 local new, existing, seeded = %(new)d, %(existing)d, %(seeded)d
@@ -77,6 +79,10 @@ function request()
         body = '{"experiment_id":"' .. experiment .. '","subject_ids":[' .. quoted(ids) .. ']}'
     elseif kind == "subject" then
         body = '{"subject":{"user":"' .. ids[1] .. '"},"experiments":[' .. experiments .. '],"assign":true}'
+    elseif kind == "ofrep" then
+        body = '{"context":{"targetingKey":"' .. ids[1] .. '"}}'
+    elseif kind == "ofrep-bulk" then
+        body = '{"context":{"targetingKey":"' .. ids[1] .. '","subjectType":"user"}}'
     else
         body = '{"identifiers":[{"subject_type":"user","subject_id":"' .. ids[1]
             .. '"},{"subject_type":"cookie","subject_id":"' .. ids[1] .. '"}]}'
@@ -119,13 +125,13 @@ def _lua_string(value: str) -> str:
 def script(*, scenario: Scenario, token: str, prefix: str, seeded: int) -> str:
     return LUA % {
         "kind": _lua_string(scenario.kind),
-        "path": _lua_string(PATHS[scenario.kind]),
+        "path": _lua_string(scenario.path),
         "token": _lua_string(token),
         "experiment": _lua_string(scenario.experiment_id),
         "prefix": _lua_string(prefix),
         "new": scenario.new,
         "existing": scenario.existing,
-        "seeded": seeded,
+        "seeded": scenario.existing_pool(seeded),
         "experiments": _lua_string(",".join(json.dumps(key) for key in scenario.experiments)),
     }
 
