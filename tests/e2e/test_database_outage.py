@@ -20,6 +20,7 @@ from tokens.crypto import token_generate
 pytestmark = [pytest.mark.postgres, pytest.mark.e2e]
 
 SECRET_KEY = "e2e-database-outage-not-secret"
+FLAG = "/ofrep/v1/evaluate/flags/checkout-button"
 
 
 def timed(call):
@@ -45,6 +46,8 @@ def test_database_outage__cluster_stopped_then_started__503_then_recovers_withou
     link_body = {
         "identifiers": [{"subject_type": "cookie", "subject_id": "c-1"}, {"subject_type": "user", "subject_id": "u-1"}]
     }
+    flag_body = {"context": {"targetingKey": "u-1"}}
+    flags_body = {"context": {"targetingKey": "u-1", "subjectType": "user"}}
     auth = {"Authorization": f"Bearer {proxy_token}"}
 
     with (
@@ -76,6 +79,13 @@ def test_database_outage__cluster_stopped_then_started__503_then_recovers_withou
         for _ in range(4):
             assert_database_unavailable(http.post("/experiment-assignments", json=assign_body, headers=auth))
             assert_database_unavailable(http.post("/id-link", json=link_body, headers=auth))
+            # OpenFeature's paths: the same 503, with OFREP's members.
+            flag = http.post(FLAG, json=flag_body, headers=auth)
+            assert_database_unavailable(flag)
+            assert (flag.json()["errorCode"], flag.json()["key"]) == ("GENERAL", "checkout-button")
+            flags = http.post("/ofrep/v1/evaluate/flags", json=flags_body, headers=auth)
+            assert_database_unavailable(flags)
+            assert flags.json()["errorCode"] == "GENERAL"
             # A plain Django view: the admin loads the session from the database.
             assert_database_unavailable(http.get("/admin/", headers={"Cookie": "sessionid=" + "x" * 32}))
 
@@ -89,6 +99,7 @@ def test_database_outage__cluster_stopped_then_started__503_then_recovers_withou
             assert response.status_code == 200, response.text
             assert response.json() == before.json()
         assert http.post("/id-link", json=link_body, headers=auth).json() == {"success": True}
+        assert http.post(FLAG, json=flag_body, headers=auth).json()["variant"] == before.json()["assignments"]["u-1"]
         assert server.poll() is None
 
 
