@@ -23,6 +23,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotModified
 from django.utils.cache import patch_vary_headers
 from django.utils.http import parse_etags
 
+from core.api.problems import PROBLEM_CONTENT_TYPE
 from core.api.views import JsonApiView
 from core.edge.json_endpoint import JsonEndpoint
 from core.edge.middleware import django_chain
@@ -71,7 +72,9 @@ class OfrepEndpoint:
         """The answer through Django's middleware (django_chain), then OFREP's members and CORS added to
         every answer, the middleware's own refusals (a host not allowed, a failure) included."""
         response = self.chain(request)
-        if response.status_code >= 400:
+        # Every error here is a problem (core/api/error_views.py answers Django's own); the check keeps a body
+        # that is not JSON from failing the answer.
+        if response.status_code >= 400 and response.get("Content-Type") == PROBLEM_CONTENT_TYPE:
             self._problem_members(request, response)
         if self._allowed_origin(request):
             response["Access-Control-Allow-Origin"] = request.META["HTTP_ORIGIN"]
