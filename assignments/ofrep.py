@@ -43,7 +43,9 @@ class OfrepInvalid(ProblemError, status=400, code="invalid_request", title="Inva
 
 
 def _invalid(error_code: str, field: str, message: str) -> OfrepInvalid:
-    return OfrepInvalid(f"{field}: {message}", errors=[{"field": field, "message": message}], errorCode=error_code)
+    # Worded as the problem table words field errors (core.api.exceptions.validation_problem).
+    detail = f"{field}: {message}" if field else message
+    return OfrepInvalid(detail, errors=[{"field": field, "message": message}], errorCode=error_code)
 
 
 class ContextBody:
@@ -59,6 +61,7 @@ class ContextBody:
 
 
 def _targeting_key(context: Mapping[str, Any]) -> str:
+    """The subject ID: TARGETING_KEY_MISSING when there is none, INVALID_CONTEXT when it is not a valid one."""
     value = context.get(TARGETING_KEY)
     if value is None:
         message = "is required"
@@ -67,15 +70,11 @@ def _targeting_key(context: Mapping[str, Any]) -> str:
     elif not value:
         message = "must not be empty"
     else:
+        problem = subject_id_problem(value)
+        if problem:
+            raise _invalid(INVALID_CONTEXT, f"context.{TARGETING_KEY}", problem)
         return value
     raise _invalid(TARGETING_KEY_MISSING, f"context.{TARGETING_KEY}", message)
-
-
-def _checked_targeting_key(value: str) -> str:
-    problem = subject_id_problem(value)
-    if problem:
-        raise _invalid(INVALID_CONTEXT, f"context.{TARGETING_KEY}", problem)
-    return value
 
 
 def _is_attribute_value(value: object) -> bool:
@@ -177,12 +176,16 @@ OFREP_DESCRIPTION = (
 )
 
 
-class OfrepFlagApi(JsonApiView):
-    """POST /ofrep/v1/evaluate/flags/{key}: one experiment for one subject."""
+class OfrepApi(JsonApiView):
+    """What both evaluation endpoints take: their tokens, roles and body."""
 
     authentication_classes = [OfrepTokenAuthentication]
     permission_classes = [IsClientRole]
     body = ContextBody()
+
+
+class OfrepFlagApi(OfrepApi):
+    """POST /ofrep/v1/evaluate/flags/{key}: one experiment for one subject."""
 
     @extend_schema(
         operation_id="ofrep_evaluate_flag",
@@ -233,7 +236,6 @@ class OfrepFlagApi(JsonApiView):
         except ExperimentNotFound as unknown:
             raise ExperimentNotFound(unknown.detail, errorCode=FLAG_NOT_FOUND) from None
         subject_id = _targeting_key(context)
-        _checked_targeting_key(subject_id)
         # The subject type is the experiment's, not the caller's: an archived one is named on the ID given in it.
         answer = _evaluated(
             {state.subject_type_key: subject_id},
@@ -244,12 +246,8 @@ class OfrepFlagApi(JsonApiView):
         return flag_evaluation(answer, answer.states[0])
 
 
-class OfrepFlagsApi(JsonApiView):
+class OfrepFlagsApi(OfrepApi):
     """POST /ofrep/v1/evaluate/flags: every experiment of a subject type listed for bulk evaluation."""
-
-    authentication_classes = [OfrepTokenAuthentication]
-    permission_classes = [IsClientRole]
-    body = ContextBody()
 
     @extend_schema(
         operation_id="ofrep_evaluate_flags",
@@ -285,7 +283,6 @@ class OfrepFlagsApi(JsonApiView):
         if not isinstance(subject_type, str):
             message = "is required" if subject_type is None else "must be a string"
             raise _invalid(INVALID_CONTEXT, f"context.{SUBJECT_TYPE}", message)
-        _checked_targeting_key(subject_id)
         answer = _evaluated(
             {subject_type: subject_id},
             _attributes(context),

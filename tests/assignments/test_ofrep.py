@@ -305,6 +305,7 @@ def test_flag__body_not_json_or_without_a_context_object__400_parse_error(flags,
     )
     if field is not None:
         assert [error["field"] for error in problem["errors"]] == [field]
+        assert problem["detail"] == (f"{field}: " if field else "") + problem["errors"][0]["message"]
 
 
 @pytest.mark.parametrize("context", [{}, {"targetingKey": None}, {"targetingKey": 5}, {"targetingKey": ""}])
