@@ -33,7 +33,15 @@ from assignments.selectors import (
     subject_type_get,
     subject_types_active,
 )
-from assignments.storage import Provenance, Stored, assignments_fetch, assignments_insert, assignments_link_graph
+from assignments.storage import (
+    Provenance,
+    Stored,
+    assignments_fetch_steps,
+    assignments_insert_steps,
+    assignments_link_graph_steps,
+    storage_vendor,
+)
+from core.steps import Steps, steps_run
 
 # (experiment pk, subject ID) -> the reason a gate stopped the subject (gates.py).
 Excluded = dict[tuple[int, str], str]
@@ -114,14 +122,16 @@ def _screened(
     return entering, excluded
 
 
-def _new_rows(states: dict[int, ExperimentState], entering: list[tuple[int, str]]) -> tuple[list[tuple], Excluded]:
+def _new_rows(
+    states: dict[int, ExperimentState], entering: list[tuple[int, str]], *, vendor: str
+) -> Steps[tuple[list[tuple], Excluded]]:
     """The rows to store for the pairs that passed gates 1 to 4, sorted: carried over from a linked
     identifier where the experiment follows links and one is assigned (assignments/linking.py), else,
     if the coverage gate lets the subject in, hashed; and the pairs that coverage left out."""
     following = [(pk, states[pk].subject_type_pk, subject_id) for pk, subject_id in entering if states[pk].follow_links]
     linked: dict[tuple[int, str], int] = {}
     if following:
-        carried = linked_first(following, assignments_link_graph(asked=following))
+        carried = linked_first(following, (yield from assignments_link_graph_steps(vendor=vendor, asked=following)))
         linked = carried.variants
         for pk, count in Counter(pk for pk, _ in carried.bounded).items():
             metrics.link_walks_bounded(experiment=states[pk].key, count=count)
@@ -187,12 +197,13 @@ def _settle(
     states: Sequence[ExperimentState],
     subjects: dict[int, list[str]],
     *,
+    vendor: str,
     assign: bool,
     expected_version: int | None,
     attributes: Attributes,
     experiment_pk: int | None = None,
     provenance: bool = False,
-) -> Settled | None:
+) -> Steps[Settled | None]:
     """The stored variant of each (experiment, subject) pair asked, storing the missing ones of
     active experiments that the gates let in when `assign`; None if the cached states were stale
     (nothing was written then).
@@ -215,7 +226,9 @@ def _settle(
     if members_asked:
         asked = {**active, **members_asked}
         by_pk.update((holdout.pk, holdout) for state in states for holdout in state.holdouts)
-    fetched = assignments_fetch(subjects=asked, experiment_pk=experiment_pk, provenance=provenance)
+    fetched = yield from assignments_fetch_steps(
+        vendor=vendor, subjects=asked, experiment_pk=experiment_pk, provenance=provenance
+    )
     stored = fetched.stored
     kept = fetched.provenance
     if expected_version is not None and fetched.version != expected_version:
@@ -242,7 +255,7 @@ def _settle(
             entering, excluded = _screened(by_pk, missing, attributes, now, memberships)
         else:
             entering = missing
-        rows, outside = _new_rows(by_pk, entering)
+        rows, outside = yield from _new_rows(by_pk, entering, vendor=vendor)
         excluded.update(outside)
         _count_excluded(by_pk, excluded)
     if assign and memberships.new:
@@ -250,7 +263,7 @@ def _settle(
         rows = sorted([*rows, *memberships.new.values()], key=lambda row: (row[0], row[1]))
     if not rows:
         return Settled(stored=stored, created=frozenset(), excluded=excluded, held_out=held_out, provenance=kept)
-    inserted = assignments_insert(rows=rows, created_at=now, shards=fetched.shards)
+    inserted = yield from assignments_insert_steps(vendor=vendor, rows=rows, created_at=now, shards=fetched.shards)
     stored.update(inserted)
     lost: dict[int, list[str]] = defaultdict(list)
     for pk, subject_id, _, cohort, source in rows:
@@ -260,7 +273,9 @@ def _settle(
             kept[(pk, subject_id)] = (cohort, source)
     _count(by_pk, rows, inserted, lost)
     if lost:
-        won = assignments_fetch(subjects=lost, experiment_pk=experiment_pk, provenance=provenance)
+        won = yield from assignments_fetch_steps(
+            vendor=vendor, subjects=lost, experiment_pk=experiment_pk, provenance=provenance
+        )
         stored.update(won.stored)
         if kept is not None:
             kept.update(won.provenance)
@@ -381,13 +396,16 @@ def _experiment_variants(
     else:
         expected_version = None if bypass_cache else state.version
         experiment_pk = state.pk
-    settled = _settle(
-        [state],
-        subjects,
-        assign=True,
-        expected_version=expected_version,
-        attributes=attributes,
-        experiment_pk=experiment_pk,
+    settled = steps_run(
+        _settle(
+            [state],
+            subjects,
+            vendor=storage_vendor(),
+            assign=True,
+            expected_version=expected_version,
+            attributes=attributes,
+            experiment_pk=experiment_pk,
+        )
     )
     if settled is None:
         return None
@@ -532,14 +550,17 @@ def _subject_answer(
         for state in states
         if state.status in RUNNING_STATUSES and state.subject_type_pk in identifiers
     }
-    settled = _settle(
-        states,
-        subjects,
-        assign=assign,
-        expected_version=None if bypass_cache else catalog.version,
-        # One subject: each of its identifiers has the request's attributes.
-        attributes=dict.fromkeys(identifiers.values(), attributes),
-        provenance=detailed,
+    settled = steps_run(
+        _settle(
+            states,
+            subjects,
+            vendor=storage_vendor(),
+            assign=assign,
+            expected_version=None if bypass_cache else catalog.version,
+            # One subject: each of its identifiers has the request's attributes.
+            attributes=dict.fromkeys(identifiers.values(), attributes),
+            provenance=detailed,
+        )
     )
     if settled is None:
         return None

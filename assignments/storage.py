@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from functools import partial
 from typing import NamedTuple
 
 from django.db import connection
@@ -33,6 +34,7 @@ from assignments.storage_citus import (
     citus_store,
 )
 from core.database import json_text, statement_cursor
+from core.steps import Statement, Steps, steps_run
 from idlinks.storage import citus_links_within, link_walk_sql, walk_params
 from idlinks.walk import MAX_DEPTH, Node
 
@@ -119,7 +121,8 @@ FETCH = {
 }
 
 
-def _vendor() -> str:
+def storage_vendor() -> str:
+    """Which form of the hot path's statements this connection takes: "postgresql", "citus" or "sqlite"."""
     if connection.vendor != "postgresql":
         return "sqlite"
     return "citus" if assignments_distributed() else "postgresql"
@@ -142,30 +145,40 @@ class Fetched(NamedTuple):
 def assignments_fetch(
     *, subjects: dict[int, Sequence[str]], experiment_pk: int | None = None, provenance: bool = False
 ) -> Fetched:
+    """assignments_fetch_steps sent on Django's connection."""
+    return steps_run(
+        assignments_fetch_steps(
+            vendor=storage_vendor(), subjects=subjects, experiment_pk=experiment_pk, provenance=provenance
+        )
+    )
+
+
+def assignments_fetch_steps(
+    *, vendor: str, subjects: dict[int, Sequence[str]], experiment_pk: int | None = None, provenance: bool = False
+) -> Steps[Fetched]:
     """The stored variant primary keys of those (experiment pk, subject ID) pairs that have one,
     and a version to check the caller's cached state with: `experiment_pk`'s resource_version
     (None if it is gone) or, without it, experiment_catalog_version. With `provenance`, also each
     stored row's cohort and source, which the statement reads in any case (an OpenFeature evaluation
-    answers them); only kept when asked, so that a batch of 1000 builds no second map it does not use."""
-    vendor = _vendor()
+    answers them); only kept when asked, so that a batch of 1000 builds no second map it does not use.
+    `vendor`: storage_vendor()'s answer for the connection the steps are sent on."""
     head = [] if experiment_pk is None else [experiment_pk]
     shards = None
-    with statement_cursor(table=TABLE) as cursor:
-        if vendor == "citus":
-            subject_ids = sorted({sid for ids in subjects.values() for sid in ids})
-            rows, shards = citus_fetch_rows(
-                citus_executor(cursor),
-                head_sql=POSTGRES_HEAD_EXPERIMENT if head else POSTGRES_HEAD_CATALOG,
-                head=head,
-                experiments=list(subjects),
-                subject_ids=subject_ids,
-            )
-        else:
-            cursor.execute(
-                FETCH[(vendor, experiment_pk is not None)],
-                [*head, json_text({str(pk): ids for pk, ids in subjects.items()})],
-            )
-            rows = cursor.fetchall()
+    if vendor == "citus":
+        subject_ids = sorted({sid for ids in subjects.values() for sid in ids})
+        rows, shards = yield partial(
+            _citus_fetch,
+            head_sql=POSTGRES_HEAD_EXPERIMENT if head else POSTGRES_HEAD_CATALOG,
+            head=head,
+            experiments=list(subjects),
+            subject_ids=subject_ids,
+        )
+    else:
+        rows = yield Statement(
+            FETCH[(vendor, experiment_pk is not None)],
+            [*head, json_text({str(pk): ids for pk, ids in subjects.items()})],
+            prepared_for=TABLE,
+        )
     version = None
     stored = {}
     kept: Provenance | None = {} if provenance else None
@@ -180,6 +193,11 @@ def assignments_fetch(
     return Fetched(version, stored, shards, kept)
 
 
+def _citus_fetch(**read) -> tuple[list[tuple], Shards | None]:
+    with statement_cursor(table=TABLE) as cursor:
+        return citus_fetch_rows(citus_executor(cursor), **read)
+
+
 def _returned(rows: list[tuple]) -> Stored:
     return {(pk, subject_id): variant_pk for pk, subject_id, variant_pk in rows}
 
@@ -187,28 +205,36 @@ def _returned(rows: list[tuple]) -> Stored:
 def assignments_insert(
     *, rows: Sequence[tuple[int, str, int, int, str]], created_at: datetime, shards: Shards | None = None
 ) -> Stored:
+    """assignments_insert_steps sent on Django's connection."""
+    return steps_run(assignments_insert_steps(vendor=storage_vendor(), rows=rows, created_at=created_at, shards=shards))
+
+
+def assignments_insert_steps(
+    *, vendor: str, rows: Sequence[tuple[int, str, int, int, str]], created_at: datetime, shards: Shards | None = None
+) -> Steps[Stored]:
     """Insert (experiment pk, subject ID, variant pk, cohort, source) rows, given sorted by
     experiment and subject ID, skipping pairs already assigned; returns the rows this call inserted.
 
     On Citus a batch from CITUS_SPLIT_FROM rows on is written shard by shard (`shards`, from the
     batch's read, saves asking which shard holds each), each committed on its own outside a
     transaction: a failure part way keeps the shards written before it (citus_store)."""
-    vendor = _vendor()
     created = connection.ops.adapt_datetimefield_value(created_at)
     if vendor == "citus":
-        with connection.cursor() as cursor:
-            return citus_store(
-                citus_executor(cursor),
-                citus_copier(cursor, created),
-                rows,
-                created,
-                context=connection.connection,
-                shards=shards,
-            )
+        return (yield partial(_citus_insert, rows, created, shards))
     sql = POSTGRES_INSERT if vendor == "postgresql" else SQLITE_INSERT
-    with statement_cursor(table=TABLE) as cursor:
-        cursor.execute(sql, [created, json_text(rows)])
-        return _returned(cursor.fetchall())
+    return _returned((yield Statement(sql, [created, json_text(rows)], prepared_for=TABLE)))
+
+
+def _citus_insert(rows: Sequence[tuple], created: datetime, shards: Shards | None) -> Stored:
+    with connection.cursor() as cursor:
+        return citus_store(
+            citus_executor(cursor),
+            citus_copier(cursor, created),
+            rows,
+            created,
+            context=connection.connection,
+            shards=shards,
+        )
 
 
 # The neighbourhood of a batch's new subjects, for following links (assignments/linking.py): the
@@ -271,19 +297,27 @@ def link_graph_params(asked: Sequence[Asked]) -> dict:
 
 
 def assignments_link_graph(*, asked: Sequence[Asked]) -> LinkGraph:
+    """assignments_link_graph_steps sent on Django's connection."""
+    return steps_run(assignments_link_graph_steps(vendor=storage_vendor(), asked=asked))
+
+
+def assignments_link_graph_steps(*, vendor: str, asked: Sequence[Asked]) -> Steps[LinkGraph]:
     """The links around these new subjects of experiments that follow links, and the assignments
     the identifiers there have in those experiments (assignments/linking.py); one statement for
     all, or on Citus one per level of links and one for the assignments."""
+    if vendor == "citus":
+        return (yield partial(_citus_link_graph_read, asked))
+    if vendor == "postgresql":
+        return link_graph((yield Statement(POSTGRES_LINK_GRAPH, link_graph_params(asked))))
+    rows = yield Statement(SQLITE_LINK_GRAPH, link_graph_params(asked))
+    # SQLite hands times back as text.
+    return link_graph((*row[:6], row[6] and parse_datetime(row[6])) for row in rows)
+
+
+def _citus_link_graph_read(asked: Sequence[Asked]) -> LinkGraph:
+    starts = {(type_pk, subject_id) for _, type_pk, subject_id in asked}
     with connection.cursor() as cursor:
-        if _vendor() == "citus":
-            starts = {(type_pk, subject_id) for _, type_pk, subject_id in asked}
-            return _citus_link_graph(cursor, starts, {pk: type_pk for pk, type_pk, _ in asked})
-        if connection.vendor == "postgresql":
-            cursor.execute(POSTGRES_LINK_GRAPH, link_graph_params(asked))
-            return link_graph(cursor.fetchall())
-        cursor.execute(SQLITE_LINK_GRAPH, link_graph_params(asked))
-        # SQLite hands times back as text.
-        return link_graph((*row[:6], row[6] and parse_datetime(row[6])) for row in cursor.fetchall())
+        return _citus_link_graph(cursor, starts, {pk: type_pk for pk, type_pk, _ in asked})
 
 
 # Backfills and QA overrides: each row carries its own timestamp, and the source and
