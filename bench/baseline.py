@@ -68,6 +68,7 @@ from bench.exclusions import excluded_expected, exclusions_problem
 from bench.scenarios import ASSIGN, EXPERIMENT_ID, LINK, ONE_SUBJECT, Scenario, SubjectIds, attributes_sent
 from core.citus import distributed_asked
 from core.database import json_text
+from core.steps import steps_driven, steps_driven_async
 from idlinks.storage import INSERT as LINK_INSERT
 
 FETCH_ARRAYS = """
@@ -128,41 +129,26 @@ Steps = Generator[Step, Any, T]
 
 def steps_run(connection: psycopg.Connection, steps: Steps[T]) -> T:
     """The outcome of `steps`, their statements sent on a psycopg connection."""
-    result: Any = None
-    error: Exception | None = None
-    while True:
-        try:
-            step = steps.send(result) if error is None else steps.throw(error)
-        except StopIteration as stop:
-            return stop.value
-        result, error = None, None
-        try:
-            if isinstance(step, Statement):
-                cursor = connection.execute(step.sql, step.params)
-                result = cursor.fetchall() if cursor.description is not None else []
-            else:
-                result = step(connection)
-        except Exception as caught:
-            error = caught
+
+    def perform(step: Step) -> Any:
+        if not isinstance(step, Statement):
+            return step(connection)
+        cursor = connection.execute(step.sql, step.params)
+        return cursor.fetchall() if cursor.description is not None else []
+
+    return steps_driven(steps, perform)
 
 
 async def steps_run_async(connection: psycopg.AsyncConnection, steps: Steps[T]) -> T:
     """steps_run on an async psycopg connection: the same statements, awaited. No Citus step runs here."""
-    result: Any = None
-    error: Exception | None = None
-    while True:
-        try:
-            step = steps.send(result) if error is None else steps.throw(error)
-        except StopIteration as stop:
-            return stop.value
-        result, error = None, None
-        try:
-            if not isinstance(step, Statement):
-                raise RuntimeError("a Citus step needs a sync connection (bench.baseline.steps_run)")
-            cursor = await connection.execute(step.sql, step.params)
-            result = await cursor.fetchall() if cursor.description is not None else []
-        except Exception as caught:
-            error = caught
+
+    async def perform(step: Step) -> Any:
+        if not isinstance(step, Statement):
+            raise RuntimeError("a Citus step needs a sync connection (bench.baseline.steps_run)")
+        cursor = await connection.execute(step.sql, step.params)
+        return await cursor.fetchall() if cursor.description is not None else []
+
+    return await steps_driven_async(steps, perform)
 
 
 @dataclass(frozen=True)

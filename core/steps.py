@@ -5,14 +5,15 @@ A step function is a generator. It yields each Statement and gets its rows back 
 statement's error raised where it yielded, as a direct call would raise it; what it returns is the
 outcome. A step can also be a function of no arguments, for work that only the sync connection can do
 (Citus's reads and writes shard by shard): its value comes back the same way. `steps_run` sends them on
-Django's connection. The steps hold the conversation's logic, so that a second driver (an async
-connection's, as bench/minimal_asgi.py sends the minimal app's) sends the same statements in the same
-order without a second copy of it.
+Django's connection. The steps hold the conversation's logic, so that another driver sends the same
+statements in the same order without a second copy of it; `steps_driven` and `steps_driven_async` are the
+loop of any sync or async driver (the benchmark's minimal apps send their steps through them on psycopg's
+connections). The two loops are twins because one awaits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -40,6 +41,12 @@ Steps = Generator[Step, Any, T]
 
 def steps_run(steps: Steps[T]) -> T:
     """The outcome of `steps`, their statements sent on Django's connection."""
+    return steps_driven(steps, _performed)
+
+
+def steps_driven(steps: Steps[T], perform: Callable[[Any], Any]) -> T:
+    """The outcome of `steps`, each step's value `perform(step)`, or its error thrown back in: the loop of a
+    sync driver, whatever its connection (bench/baseline.py sends the minimal app's steps on psycopg's)."""
     result: Any = None
     error: Exception | None = None
     while True:
@@ -49,13 +56,31 @@ def steps_run(steps: Steps[T]) -> T:
             return stop.value
         result, error = None, None
         try:
-            result = _sent(step) if isinstance(step, Statement) else step()
+            result = perform(step)
         except Exception as caught:
             error = caught
 
 
-def _sent(statement: Statement) -> list:
-    cursor = connection.cursor() if statement.prepared_for is None else statement_cursor(table=statement.prepared_for)
+async def steps_driven_async(steps: Steps[T], perform: Callable[[Any], Awaitable[Any]]) -> T:
+    """steps_driven with each step's value awaited: the loop of an async driver (bench/minimal_asgi.py's)."""
+    result: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            step = steps.send(result) if error is None else steps.throw(error)
+        except StopIteration as stop:
+            return stop.value
+        result, error = None, None
+        try:
+            result = await perform(step)
+        except Exception as caught:
+            error = caught
+
+
+def _performed(step: Step) -> Any:
+    if not isinstance(step, Statement):
+        return step()
+    cursor = connection.cursor() if step.prepared_for is None else statement_cursor(table=step.prepared_for)
     with cursor:
-        cursor.execute(statement.sql, statement.params)
+        cursor.execute(step.sql, step.params)
         return cursor.fetchall()
