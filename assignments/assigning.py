@@ -9,10 +9,11 @@ and subject ID, whichever is called first and however many processes race.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import IntegrityError
@@ -26,12 +27,16 @@ from assignments.selectors import (
     RUNNING_STATUSES,
     ExperimentCatalog,
     ExperimentState,
+    experiment_catalog_cached,
     experiment_catalog_get,
     experiment_catalog_version,
+    experiment_state_cached,
     experiment_state_get,
     holdouts_named,
+    subject_type_cached,
     subject_type_get,
     subject_types_active,
+    subject_types_cached,
 )
 from assignments.storage import (
     Provenance,
@@ -282,7 +287,7 @@ def _settle(
     return Settled(stored=stored, created=frozenset(inserted), excluded=excluded, held_out=held_out, provenance=kept)
 
 
-def _variant_keys(states: Sequence[ExperimentState], stored: Stored) -> dict[int, str]:
+def _variant_keys(states: Sequence[ExperimentState], stored: Stored) -> Steps[dict[int, str]]:
     """The ID of every variant the states name or `stored` holds for them (holdout memberships aside).
 
     A stored variant can be newer than the state: an apply committed after the read
@@ -293,24 +298,33 @@ def _variant_keys(states: Sequence[ExperimentState], stored: Stored) -> dict[int
     answered = {state.pk for state in states}
     unknown = {variant_pk for (pk, _), variant_pk in stored.items() if pk in answered and variant_pk not in keys}
     if unknown:
-        keys.update(Variant.objects.filter(pk__in=unknown).values_list("pk", "key"))
+        keys.update((yield partial(_variant_keys_read, unknown)))
     return keys
 
 
-def _with_fresh_state(answer):
-    """`answer(bypass_cache=False)`, or `answer(bypass_cache=True)` when that found its cached state stale
-    (nothing was written then).
+def _variant_keys_read(variant_pks: set[int]) -> list[tuple[int, str]]:
+    return list(Variant.objects.filter(pk__in=variant_pks).values_list("pk", "key"))
+
+
+R = TypeVar("R")
+
+
+def _with_fresh_state(answer: Callable[[bool], Steps[R | None]]) -> Steps[R]:
+    """The steps of `answer(bypass_cache=False)`, or of `answer(bypass_cache=True)` when those found their
+    cached state stale (nothing was written then).
 
     A state loaded now is current: an apply committing from here on is ordered
     after this request, so it is not checked again.
     """
     try:
-        result = answer(bypass_cache=False)
+        result = yield from answer(False)
     except IntegrityError:
         # The cached state named a variant that a concurrent apply has since
         # removed, and the foreign key refused it: nothing was stored.
         result = None
-    return result if result is not None else answer(bypass_cache=True)
+    if result is None:
+        result = yield from answer(True)
+    return result
 
 
 def _attributes_checked(attributes: Mapping[str, object], declared: Mapping[str, str], path: str) -> list[dict]:
@@ -361,22 +375,32 @@ def _not_found(unknown: list[str]) -> ExperimentNotFound:
 
 
 def _experiment_answer(
-    experiment_id: str, subject_ids: list[str], attributes: Attributes, *, include_values: bool, bypass_cache: bool
-) -> ExperimentAssignments | None:
-    state = experiment_state_get(experiment_id=experiment_id, bypass_cache=bypass_cache)
+    experiment_id: str,
+    subject_ids: list[str],
+    attributes: Attributes,
+    *,
+    vendor: str,
+    include_values: bool,
+    bypass_cache: bool,
+) -> Steps[ExperimentAssignments | None]:
+    state = None if bypass_cache else experiment_state_cached(experiment_id=experiment_id)
     if state is None:
-        raise _not_found([experiment_id])
-    answer = _experiment_variants(state, subject_ids, attributes, bypass_cache=bypass_cache)
+        state = yield partial(experiment_state_get, experiment_id=experiment_id, bypass_cache=bypass_cache)
+    if state is None:
+        raise (yield partial(_not_found, [experiment_id]))
+    answer = yield from _experiment_variants(state, subject_ids, attributes, vendor=vendor, bypass_cache=bypass_cache)
     if answer is None or not include_values:
         return answer
     return replace(answer, values={key: state.value_of(key) for key in dict.fromkeys(answer.assignments.values())})
 
 
 def _experiment_variants(
-    state: ExperimentState, subject_ids: list[str], attributes: Attributes, *, bypass_cache: bool
-) -> ExperimentAssignments | None:
+    state: ExperimentState, subject_ids: list[str], attributes: Attributes, *, vendor: str, bypass_cache: bool
+) -> Steps[ExperimentAssignments | None]:
     if attributes:
-        subject_type = subject_type_get(subject_type_id=state.subject_type_key)
+        subject_type = subject_type_cached(subject_type_id=state.subject_type_key)
+        if subject_type is None:
+            subject_type = yield partial(subject_type_get, subject_type_id=state.subject_type_key)
         declared = subject_type.attribute_types() if subject_type is not None else {}
         # Field paths are built only for the subjects whose attributes have a problem: most have none.
         errors = [
@@ -396,16 +420,14 @@ def _experiment_variants(
     else:
         expected_version = None if bypass_cache else state.version
         experiment_pk = state.pk
-    settled = steps_run(
-        _settle(
-            [state],
-            subjects,
-            vendor=storage_vendor(),
-            assign=True,
-            expected_version=expected_version,
-            attributes=attributes,
-            experiment_pk=experiment_pk,
-        )
+    settled = yield from _settle(
+        [state],
+        subjects,
+        vendor=vendor,
+        assign=True,
+        expected_version=expected_version,
+        attributes=attributes,
+        experiment_pk=experiment_pk,
     )
     if settled is None:
         return None
@@ -429,7 +451,7 @@ def _experiment_variants(
             "winning variant once a winner is declared.",
             experiment_status=state.status,
         )
-    keys = _variant_keys([state], settled.stored)
+    keys = yield from _variant_keys([state], settled.stored)
     if not settled.excluded:
         return ExperimentAssignments(
             assignments={subject_id: keys[settled.stored[(state.pk, subject_id)]] for subject_id in subject_ids},
@@ -446,13 +468,19 @@ def _experiment_variants(
     return answer
 
 
-def assign_subjects(
+def assign_subjects(**arguments: Any) -> ExperimentAssignments:
+    """assign_subjects_steps, its `vendor` this connection's, sent on Django's connection."""
+    return steps_run(assign_subjects_steps(vendor=storage_vendor(), **arguments))
+
+
+def assign_subjects_steps(
     *,
+    vendor: str,
     experiment_id: str,
     subject_ids: Sequence[str],
     attributes: Attributes | None = None,
     include_values: bool = False,
-) -> ExperimentAssignments:
+) -> Steps[ExperimentAssignments]:
     """Each distinct subject's variant ID, in the order first sent (POST /experiment-assignments).
 
     Active: stored assignments win; for a missing one the gates decide (gates.py,
@@ -465,12 +493,17 @@ def assign_subjects(
     The experiment's state comes from a per-process cache that is checked against
     the stored resource_version on every request, so an apply by any process is
     seen by the next request. `include_values` adds each variant's value (ExperimentState.value_of).
+
+    As steps (core/steps.py), for a driver on a connection that takes `vendor`'s statements (storage_vendor):
+    what the caches hold is read at once, what they lack is a step of the sync connection.
     """
     distinct = list(dict.fromkeys(subject_ids))
     sent = attributes or {}
-    return _with_fresh_state(
-        lambda bypass_cache: _experiment_answer(
-            experiment_id, distinct, sent, include_values=include_values, bypass_cache=bypass_cache
+    return (
+        yield from _with_fresh_state(
+            lambda bypass_cache: _experiment_answer(
+                experiment_id, distinct, sent, vendor=vendor, include_values=include_values, bypass_cache=bypass_cache
+            )
         )
     )
 
@@ -503,25 +536,26 @@ class Unassigned:
 
 def _named_experiments(
     catalog: ExperimentCatalog, experiment_ids: list[str], *, bypass_cache: bool
-) -> list[ExperimentState] | None:
+) -> Steps[list[ExperimentState] | None]:
     """The experiments named, each once, in the order first named; None if a cached catalog
     turned out to be stale. Raises ExperimentNotFound naming every ID that names none."""
     states = [catalog.get(experiment_id) for experiment_id in experiment_ids]
     unknown = [experiment_id for experiment_id, state in zip(experiment_ids, states, strict=True) if state is None]
     if unknown:
         # One created since the catalog was cached is found by loading it again.
-        if not bypass_cache and experiment_catalog_version() != catalog.version:
+        if not bypass_cache and (yield experiment_catalog_version) != catalog.version:
             return None
-        raise _not_found(unknown)
+        raise (yield partial(_not_found, unknown))
     return list({state.pk: state for state in states}.values())
 
 
 def experiment_state_named(*, experiment_id: str) -> ExperimentState:
     """The state of the experiment with this ID (any case), from the catalog POST /assignments answers from;
     raises ExperimentNotFound, saying so of a holdout's ID."""
-    states = _named_experiments(experiment_catalog_get(), [experiment_id], bypass_cache=False)
+    states = steps_run(_named_experiments(experiment_catalog_get(), [experiment_id], bypass_cache=False))
     if states is None:
-        states = _named_experiments(experiment_catalog_get(bypass_cache=True), [experiment_id], bypass_cache=True)
+        catalog = experiment_catalog_get(bypass_cache=True)
+        states = steps_run(_named_experiments(catalog, [experiment_id], bypass_cache=True))
     return states[0]
 
 
@@ -530,19 +564,22 @@ def _subject_answer(
     experiment_ids: list[str] | None,
     attributes: Mapping[str, object],
     *,
+    vendor: str,
     assign: bool,
     include_values: bool,
     bypass_cache: bool,
     bulk: bool,
     detailed: bool,
-) -> SubjectAssignments | None:
-    catalog = experiment_catalog_get(bypass_cache=bypass_cache)
+) -> Steps[SubjectAssignments | None]:
+    catalog = None if bypass_cache else experiment_catalog_cached()
+    if catalog is None:
+        catalog = yield partial(experiment_catalog_get, bypass_cache=bypass_cache)
     if experiment_ids is None:
         states = catalog.running(set(identifiers))
         if bulk:
             states = [state for state in states if state.bulk_evaluation]
     else:
-        states = _named_experiments(catalog, experiment_ids, bypass_cache=bypass_cache)
+        states = yield from _named_experiments(catalog, experiment_ids, bypass_cache=bypass_cache)
         if states is None:
             return None
     subjects = {
@@ -550,21 +587,19 @@ def _subject_answer(
         for state in states
         if state.status in RUNNING_STATUSES and state.subject_type_pk in identifiers
     }
-    settled = steps_run(
-        _settle(
-            states,
-            subjects,
-            vendor=storage_vendor(),
-            assign=assign,
-            expected_version=None if bypass_cache else catalog.version,
-            # One subject: each of its identifiers has the request's attributes.
-            attributes=dict.fromkeys(identifiers.values(), attributes),
-            provenance=detailed,
-        )
+    settled = yield from _settle(
+        states,
+        subjects,
+        vendor=vendor,
+        assign=assign,
+        expected_version=None if bypass_cache else catalog.version,
+        # One subject: each of its identifiers has the request's attributes.
+        attributes=dict.fromkeys(identifiers.values(), attributes),
+        provenance=detailed,
     )
     if settled is None:
         return None
-    keys = _variant_keys(states, settled.stored)
+    keys = yield from _variant_keys(states, settled.stored)
     answer = SubjectAssignments(assignments={}, new_assignments=[], unassigned={})
     winners_excluded: Excluded = {}
     for state in states:
@@ -608,8 +643,14 @@ def _subject_answer(
     return answer
 
 
-def assign_subject(
+def assign_subject(**arguments: Any) -> SubjectAssignments:
+    """assign_subject_steps, its `vendor` this connection's, sent on Django's connection."""
+    return steps_run(assign_subject_steps(vendor=storage_vendor(), **arguments))
+
+
+def assign_subject_steps(
     *,
+    vendor: str,
     subject: dict[str, str],
     experiment_ids: Sequence[str] | None,
     assign: bool,
@@ -618,13 +659,13 @@ def assign_subject(
     bulk: bool = False,
     detailed: bool = False,
     attributes_field: str = "attributes",
-) -> SubjectAssignments:
-    """One subject, known by one identifier per subject type, in many experiments (POST /assignments).
+) -> Steps[SubjectAssignments]:
+    """One subject, known by one identifier per subject type, in many experiments (POST /assignments), as steps.
 
     `subject` maps subject type IDs (any case; each must name an active type) to
     subject IDs. Without `experiment_ids`, every active or winner-declared experiment
     of those types, ordered by ID. Each experiment is answered by the rules of
-    assign_subjects for the identifier of its subject type; with `assign` false
+    assign_subjects_steps for the identifier of its subject type; with `assign` false
     nothing is stored. The experiments come from a per-process catalog checked
     against experiment_catalog_version on every request, in the statement that reads
     the stored assignments, so the cost is the same for 1 experiment or 100.
@@ -634,7 +675,10 @@ def assign_subject(
     OpenFeature bulk evaluation); `detailed` adds each experiment's state and stored
     row's cohort and source (SubjectAssignments.states and rows).
     """
-    types = subject_types_active({f"subject.{type_id}": type_id for type_id in subject})
+    type_ids = {f"subject.{type_id}": type_id for type_id in subject}
+    types = subject_types_cached(type_ids)
+    if types is None:
+        types = yield partial(subject_types_active, type_ids)
     identifiers = {types[f"subject.{type_id}"].pk: subject_id for type_id, subject_id in subject.items()}
     sent = attributes or {}
     if sent:
@@ -646,15 +690,18 @@ def assign_subject(
         if errors:
             raise _invalid_attributes(list(errors.values()))
     named = None if experiment_ids is None else list(experiment_ids)
-    return _with_fresh_state(
-        lambda bypass_cache: _subject_answer(
-            identifiers,
-            named,
-            sent,
-            assign=assign,
-            include_values=include_values,
-            bypass_cache=bypass_cache,
-            bulk=bulk,
-            detailed=detailed,
+    return (
+        yield from _with_fresh_state(
+            lambda bypass_cache: _subject_answer(
+                identifiers,
+                named,
+                sent,
+                vendor=vendor,
+                assign=assign,
+                include_values=include_values,
+                bypass_cache=bypass_cache,
+                bulk=bulk,
+                detailed=detailed,
+            )
         )
     )

@@ -238,6 +238,12 @@ def experiment_state_get(*, experiment_id: str, bypass_cache: bool = False) -> E
     )
 
 
+def experiment_state_cached(*, experiment_id: str) -> ExperimentState | None:
+    """The experiment's state if this process's cache holds it, without a query; else None (experiment_state_get
+    loads it)."""
+    return experiment_states.get(experiment_id.lower())
+
+
 def experiment_catalog_version() -> int:
     """A number that grows with every change of any experiment, holdout or layer: the sum of their
     resource versions.
@@ -296,6 +302,11 @@ def experiment_catalog_get(*, bypass_cache: bool = False) -> ExperimentCatalog:
     return experiment_catalog.get_or_load(CATALOG, experiment_catalog_load, bypass_cache=bypass_cache)
 
 
+def experiment_catalog_cached() -> ExperimentCatalog | None:
+    """The catalog if this process's cache holds it, without a query; else None (experiment_catalog_get loads it)."""
+    return experiment_catalog.get(CATALOG)
+
+
 def subject_type_get(*, subject_type_id: str) -> SubjectType | None:
     """The subject type with this ID (any case), from this process's cache.
 
@@ -303,14 +314,31 @@ def subject_type_get(*, subject_type_id: str) -> SubjectType | None:
     type in one query: a type created by another process is known on the next
     request, and an unknown ID costs the one query it always did.
     """
-    cache_key = subject_type_id.lower()
-    subject_type = subject_types.get(cache_key)
+    subject_type = subject_type_cached(subject_type_id=subject_type_id)
     if subject_type is None:
         loaded = {subject_type.key.lower(): subject_type for subject_type in SubjectType.objects.all()}
         for key, value in loaded.items():
             subject_types.put(key, value)
-        subject_type = loaded.get(cache_key)
+        subject_type = loaded.get(subject_type_id.lower())
     return subject_type
+
+
+def subject_type_cached(*, subject_type_id: str) -> SubjectType | None:
+    """The subject type with this ID (any case) if this process's cache holds it, without a query; else None
+    (subject_type_get reloads the types)."""
+    return subject_types.get(subject_type_id.lower())
+
+
+def subject_types_cached(type_ids: dict[str, str]) -> dict[str, SubjectType] | None:
+    """subject_types_active's answer when this process's cache holds every type named and each is active,
+    without a query; else None (subject_types_active looks again, or raises naming the paths)."""
+    found = {}
+    for path, type_id in type_ids.items():
+        subject_type = subject_type_cached(subject_type_id=type_id) if is_resource_id(type_id) else None
+        if subject_type is None or subject_type.status != SubjectType.Status.ACTIVE:
+            return None
+        found[path] = subject_type
+    return found
 
 
 def subject_types_active(type_ids: dict[str, str]) -> dict[str, SubjectType]:
