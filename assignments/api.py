@@ -14,9 +14,10 @@ from drf_spectacular.utils import (
 from rest_framework import serializers
 
 from assignments import gates
-from assignments.assigning import Unassigned, assign_subject, assign_subjects
+from assignments.assigning import Unassigned, assign_subject_steps, assign_subjects_steps
 from assignments.openapi import ATTRIBUTES_HELP, EXCLUDED_HELP
-from assignments.selectors import subject_types_active
+from assignments.selectors import subject_types_active_steps
+from assignments.storage import storage_vendor
 from core.api.fields import (
     IdentifierMapField,
     StrictBooleanField,
@@ -27,8 +28,8 @@ from core.api.fields import (
 )
 from core.api.schema import TOKEN_PROBLEMS, ProblemDoc, problem_responses
 from core.api.views import JsonApiView, RequestBody
-from core.database import with_live_connection
 from core.middleware.requestlog import request_log_note
+from core.steps import Steps
 from idlinks.api import IdLinkApi as LinkApi
 from tokens.authentication import IsProxyRole
 
@@ -111,6 +112,7 @@ EXPERIMENT_NOT_FOUND = ProblemDoc(
 
 class ExperimentAssignmentsApi(JsonApiView):
     permission_classes = [IsProxyRole]
+    vendor = staticmethod(storage_vendor)
 
     @extend_schema_serializer(component_name="ExperimentAssignmentsRequest")
     class InputSerializer(serializers.Serializer):
@@ -212,11 +214,11 @@ class ExperimentAssignmentsApi(JsonApiView):
         return self.answered(request)
 
     @staticmethod
-    def answer(data: dict) -> dict:
+    def answer_steps(data: dict, *, vendor: str) -> Steps[dict]:
         """The answer to a valid request."""
         request_log_note(experiment=data["experiment_id"], batch_size=len(data["subject_ids"]))
-        answer = with_live_connection(
-            assign_subjects,
+        answer = yield from assign_subjects_steps(
+            vendor=vendor,
             experiment_id=data["experiment_id"],
             subject_ids=data["subject_ids"],
             attributes=data.get("attributes"),
@@ -232,6 +234,7 @@ class ExperimentAssignmentsApi(JsonApiView):
 
 class AssignmentsApi(JsonApiView):
     permission_classes = [IsProxyRole]
+    vendor = staticmethod(storage_vendor)
 
     @extend_schema_serializer(component_name="AssignmentsRequest")
     class InputSerializer(serializers.Serializer):
@@ -338,13 +341,13 @@ class AssignmentsApi(JsonApiView):
         return self.answered(request)
 
     @staticmethod
-    def answer(data: dict) -> dict:
+    def answer_steps(data: dict, *, vendor: str) -> Steps[dict]:
         """The answer to a valid request."""
         experiment_ids = data.get("experiments")
         if experiment_ids is not None and len(experiment_ids) == 1:
             request_log_note(experiment=experiment_ids[0])
-        answer = with_live_connection(
-            assign_subject,
+        answer = yield from assign_subject_steps(
+            vendor=vendor,
             subject=data["subject"],
             experiment_ids=experiment_ids,
             assign=data["assign"],
@@ -366,4 +369,4 @@ class AssignmentsApi(JsonApiView):
 class IdLinkApi(LinkApi):
     """POST /id-link (idlinks/api.py), its identifiers' subject types found among this app's."""
 
-    subject_types_active = staticmethod(subject_types_active)
+    subject_types_active = staticmethod(subject_types_active_steps)

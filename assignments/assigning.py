@@ -35,8 +35,7 @@ from assignments.selectors import (
     holdouts_named,
     subject_type_cached,
     subject_type_get,
-    subject_types_active,
-    subject_types_cached,
+    subject_types_active_steps,
 )
 from assignments.storage import (
     Provenance,
@@ -549,13 +548,14 @@ def _named_experiments(
     return list({state.pk: state for state in states}.values())
 
 
-def experiment_state_named(*, experiment_id: str) -> ExperimentState:
+def experiment_state_named_steps(*, experiment_id: str) -> Steps[ExperimentState]:
     """The state of the experiment with this ID (any case), from the catalog POST /assignments answers from;
     raises ExperimentNotFound, saying so of a holdout's ID."""
-    states = steps_run(_named_experiments(experiment_catalog_get(), [experiment_id], bypass_cache=False))
+    catalog = experiment_catalog_cached() or (yield experiment_catalog_get)
+    states = yield from _named_experiments(catalog, [experiment_id], bypass_cache=False)
     if states is None:
-        catalog = experiment_catalog_get(bypass_cache=True)
-        states = steps_run(_named_experiments(catalog, [experiment_id], bypass_cache=True))
+        catalog = yield partial(experiment_catalog_get, bypass_cache=True)
+        states = yield from _named_experiments(catalog, [experiment_id], bypass_cache=True)
     return states[0]
 
 
@@ -676,9 +676,7 @@ def assign_subject_steps(
     row's cohort and source (SubjectAssignments.states and rows).
     """
     type_ids = {f"subject.{type_id}": type_id for type_id in subject}
-    types = subject_types_cached(type_ids)
-    if types is None:
-        types = yield partial(subject_types_active, type_ids)
+    types = yield from subject_types_active_steps(type_ids)
     identifiers = {types[f"subject.{type_id}"].pk: subject_id for type_id, subject_id in subject.items()}
     sent = attributes or {}
     if sent:

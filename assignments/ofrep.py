@@ -1,7 +1,7 @@
 """OpenFeature remote evaluation (OFREP 0.3.0): an experiment is a flag, its variants the flag's variants,
 `context.targetingKey` the subject ID (docs/reference/api.md, "OpenFeature remote evaluation").
 
-An evaluation is POST /assignments for that one subject (assign_subject): the same
+An evaluation is POST /assignments for that one subject (assign_subject_steps): the same
 assignment, stored by whichever comes first, in the same statements. This module
 reads the request's context and shapes the answer; what the protocol adds to every
 answer (errors' members, ETag and 304, CORS) is the edge's (core/edge/ofrep.py).
@@ -17,16 +17,17 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from assignments import gates
-from assignments.assigning import SubjectAssignments, Unassigned, assign_subject, experiment_state_named
+from assignments.assigning import SubjectAssignments, Unassigned, assign_subject_steps, experiment_state_named_steps
 from assignments.errors import ExperimentNotFound, InvalidAttributes, UnknownSubjectType
 from assignments.models import Assignment, Experiment
 from assignments.selectors import ExperimentState
+from assignments.storage import storage_vendor
 from core.api.fields import subject_id_problem
 from core.api.problems import ProblemError
 from core.api.schema import TOKEN_PROBLEMS, ProblemDoc, problem_responses
 from core.api.views import JsonApiView
-from core.database import with_live_connection
 from core.middleware.requestlog import request_log_note
+from core.steps import Steps
 from tokens.authentication import IsClientRole, OfrepTokenAuthentication
 
 SPLIT, TARGETING_MATCH, STATIC, DEFAULT, DISABLED = "SPLIT", "TARGETING_MATCH", "STATIC", "DEFAULT", "DISABLED"
@@ -105,18 +106,19 @@ def _attributes(context: Mapping[str, Any]) -> dict[str, object]:
 
 def _evaluated(
     subject: dict[str, str], attributes: dict[str, object], *, field: str, **kwargs: Any
-) -> SubjectAssignments:
-    """assign_subject for one identifier, its refusals as OFREP's INVALID_CONTEXT: an attribute of the wrong
-    type, or the subject type unknown or archived, named as the context's `field`."""
+) -> Steps[SubjectAssignments]:
+    """assign_subject_steps for one identifier, its refusals as OFREP's INVALID_CONTEXT: an attribute of the
+    wrong type, or the subject type unknown or archived, named as the context's `field`."""
     try:
-        return with_live_connection(
-            assign_subject,
-            subject=subject,
-            assign=True,
-            attributes=attributes,
-            detailed=True,
-            attributes_field="context",
-            **kwargs,
+        return (
+            yield from assign_subject_steps(
+                subject=subject,
+                assign=True,
+                attributes=attributes,
+                detailed=True,
+                attributes_field="context",
+                **kwargs,
+            )
         )
     except InvalidAttributes as refused:
         raise InvalidAttributes(refused.detail, **refused.extra, errorCode=INVALID_CONTEXT) from None
@@ -182,6 +184,7 @@ class OfrepApi(JsonApiView):
     authentication_classes = [OfrepTokenAuthentication]
     permission_classes = [IsClientRole]
     body = ContextBody()
+    vendor = staticmethod(storage_vendor)
 
 
 class OfrepFlagApi(OfrepApi):
@@ -229,17 +232,18 @@ class OfrepFlagApi(OfrepApi):
         return Response(self.answer(self.body.validate(request.data), key=key))
 
     @staticmethod
-    def answer(context: dict[str, Any], *, key: str) -> dict[str, Any]:
+    def answer_steps(context: dict[str, Any], *, vendor: str, key: str) -> Steps[dict[str, Any]]:
         request_log_note(experiment=key, batch_size=1)
         try:
-            state = with_live_connection(experiment_state_named, experiment_id=key)
+            state = yield from experiment_state_named_steps(experiment_id=key)
         except ExperimentNotFound as unknown:
             raise ExperimentNotFound(unknown.detail, errorCode=FLAG_NOT_FOUND) from None
         subject_id = _targeting_key(context)
         # The subject type is the experiment's, not the caller's: an archived one is named on the ID given in it.
-        answer = _evaluated(
+        answer = yield from _evaluated(
             {state.subject_type_key: subject_id},
             _attributes(context),
+            vendor=vendor,
             field=f"context.{TARGETING_KEY}",
             experiment_ids=[key],
         )
@@ -277,15 +281,16 @@ class OfrepFlagsApi(OfrepApi):
         return self.answered(request)
 
     @staticmethod
-    def answer(context: dict[str, Any]) -> dict[str, Any]:
+    def answer_steps(context: dict[str, Any], *, vendor: str) -> Steps[dict[str, Any]]:
         subject_id = _targeting_key(context)
         subject_type = context.get(SUBJECT_TYPE)
         if not isinstance(subject_type, str):
             message = "is required" if subject_type is None else "must be a string"
             raise _invalid(INVALID_CONTEXT, f"context.{SUBJECT_TYPE}", message)
-        answer = _evaluated(
+        answer = yield from _evaluated(
             {subject_type: subject_id},
             _attributes(context),
+            vendor=vendor,
             field=f"context.{SUBJECT_TYPE}",
             experiment_ids=None,
             bulk=True,

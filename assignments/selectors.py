@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from django.db.models import Max, Q, QuerySet, Sum
@@ -14,6 +15,7 @@ from assignments.errors import UnknownSubjectType
 from assignments.gates import Gates
 from assignments.hashing import Allocation
 from assignments.models import Cohort, Experiment, ExperimentHoldout, Layer, SubjectType, Variant, is_resource_id
+from core.steps import Steps
 
 # The statuses in which an experiment answers with a variant.
 RUNNING_STATUSES = (Experiment.Status.ACTIVE, Experiment.Status.WINNER_DECLARED)
@@ -339,6 +341,12 @@ def subject_types_cached(type_ids: dict[str, str]) -> dict[str, SubjectType] | N
             return None
         found[path] = subject_type
     return found
+
+
+def subject_types_active_steps(type_ids: dict[str, str]) -> Steps[dict[str, SubjectType]]:
+    """subject_types_active as steps (core/steps.py): from the cache with no step when it holds every type
+    named and each is active, else one step of the sync connection."""
+    return subject_types_cached(type_ids) or (yield partial(subject_types_active, type_ids))
 
 
 def subject_types_active(type_ids: dict[str, str]) -> dict[str, SubjectType]:

@@ -33,7 +33,7 @@ from assignments.storage_citus import (
     citus_fetch_rows,
     citus_store,
 )
-from core.database import json_text, statement_cursor
+from core.database import json_text, statement_cursor, timestamp_param
 from core.steps import Statement, Steps, steps_run
 from idlinks.storage import citus_links_within, link_walk_sql, walk_params
 from idlinks.walk import MAX_DEPTH, Node
@@ -177,7 +177,7 @@ def assignments_fetch_steps(
         rows = yield Statement(
             FETCH[(vendor, experiment_pk is not None)],
             [*head, json_text({str(pk): ids for pk, ids in subjects.items()})],
-            prepared_for=TABLE,
+            prepare=TABLE,
         )
     version = None
     stored = {}
@@ -218,11 +218,11 @@ def assignments_insert_steps(
     On Citus a batch from CITUS_SPLIT_FROM rows on is written shard by shard (`shards`, from the
     batch's read, saves asking which shard holds each), each committed on its own outside a
     transaction: a failure part way keeps the shards written before it (citus_store)."""
-    created = connection.ops.adapt_datetimefield_value(created_at)
+    created = timestamp_param(created_at, vendor=vendor)
     if vendor == "citus":
         return (yield partial(_citus_insert, rows, created, shards))
     sql = POSTGRES_INSERT if vendor == "postgresql" else SQLITE_INSERT
-    return _returned((yield Statement(sql, [created, json_text(rows)], prepared_for=TABLE)))
+    return _returned((yield Statement(sql, [created, json_text(rows)], prepare=TABLE)))
 
 
 def _citus_insert(rows: Sequence[tuple], created: datetime, shards: Shards | None) -> Stored:

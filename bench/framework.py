@@ -176,7 +176,7 @@ def _own_work(environ: dict[str, Any], start_response: Callable[..., Any]) -> li
     import orjson
 
     from assignments.assigning import assign_subject, assign_subjects
-    from assignments.selectors import subject_types_active
+    from assignments.selectors import subject_types_active_steps
     from core.database import with_live_connection
     from idlinks.services import Identifier, id_link_create
 
@@ -198,7 +198,9 @@ def _own_work(environ: dict[str, Any], start_response: Callable[..., Any]) -> li
         }
     else:
         first, second = (Identifier(**item) for item in data["identifiers"])
-        with_live_connection(id_link_create, first=first, second=second, subject_types_active=subject_types_active)
+        with_live_connection(
+            id_link_create, first=first, second=second, subject_types_active=subject_types_active_steps
+        )
         body = {"success": True}
     start_response("200 OK", [("Content-Type", "application/json")])
     return [orjson.dumps(body)]

@@ -28,8 +28,8 @@ from psycopg_pool import AsyncConnectionPool
 from bench.baseline import assignments_distributed, steps_run_async
 from bench.minimal_app import answer_headers, answer_steps, answer_without_body, encoded
 
-# Connections per worker process: as many as a service worker has threads by default, so each process can have as
-# many statements in flight (bench/run hot-path sets it to the service's resolved GUNICORN_THREADS).
+# Connections per worker process: as many as a service worker has by default, so each process can have as
+# many statements in flight (bench/run hot-path sets it to the service's DATABASE_POOL_SIZE).
 POOL_SIZE = int(os.environ.get("BENCH_POOL_SIZE", "4"))
 HEADERS = [(b"content-type", b"application/json")]
 

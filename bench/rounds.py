@@ -14,11 +14,13 @@ git revision (ServiceTarget).
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import functools
 import importlib
 import os
 import secrets
+import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -45,11 +47,11 @@ from devtools import PROJECT_DIR
 TARGETS = ("baseline", "minimal", "minimal-sync", "minimal-gthread", "minimal-asgi", "minimal-uvicorn", "service")
 # The minimal app on each server (bench/server.py's minimal_command); the ASGI ones on an async pool, not on Citus.
 MINIMAL_TARGETS = tuple(target for target in TARGETS if target.startswith("minimal"))
-ASYNC_TARGETS = ("minimal-asgi", "minimal-uvicorn")
+ASYNC_TARGETS = ("minimal", "minimal-asgi", "minimal-uvicorn")
 COUNT_TRIGGER_STATES = ("on", "off")
 LOADS = ("python", "wrk")
 
-GUNICORN_SIZE = ("GUNICORN_WORKERS", "GUNICORN_THREADS")
+GUNICORN_SIZE = ("GUNICORN_WORKERS", "DATABASE_POOL_SIZE")
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -102,9 +104,9 @@ def shared_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--threads",
         type=int,
-        help="threads per gunicorn worker of the service, passed as GUNICORN_THREADS, and of minimal and "
-        "minimal-gthread; the connections of minimal-asgi's and minimal-uvicorn's pool per process "
-        "(default: what deploy/gunicorn.conf.py gives)",
+        help="database connections per worker of the service, passed as DATABASE_POOL_SIZE; the threads of "
+        "minimal and minimal-gthread, and the connections of minimal-asgi's and minimal-uvicorn's pool per "
+        "process (default: what config/settings.py gives)",
     )
     parser.add_argument(
         "--concurrency",
@@ -319,7 +321,7 @@ class Bench:
         self.catalog: dict[str, Experiment] = {}
         # The service's variants, by target name (service-<name>); bench/run hot-path sets them.
         self.services: dict[str, ServiceTarget] = {}
-        # The service's workers and threads as gunicorn resolves them, which the minimal targets take.
+        # The service's workers and database connections per worker, which the minimal targets take.
         self._service_size: tuple[int, int] | None = None
         # The targets whose start command was printed.
         self._announced: set[str] = set()
@@ -475,11 +477,12 @@ class Bench:
         )
 
     def service_size(self) -> tuple[int, int]:
-        """The service's gunicorn workers and threads (deploy/gunicorn.conf.py with --workers and --threads),
-        asked of gunicorn once."""
+        """The service's gunicorn workers (deploy/gunicorn.conf.py with --workers), asked of gunicorn, and its
+        database connections per worker (config/settings.py with --threads), asked of Django; once."""
         if self._service_size is None:
-            settings = gunicorn_printed(service_command(), self._env("service", DEPLOYMENT))
-            self._service_size = settings["workers"], settings["threads"]
+            env = self._env("service", DEPLOYMENT)
+            settings = gunicorn_printed(service_command(), env)
+            self._service_size = settings["workers"], django_setting("DATABASE_POOL_SIZE", env)
         return self._service_size
 
     def _command(self, target: str, env: dict[str, str]) -> ServerCommand:
@@ -507,7 +510,7 @@ class Bench:
         if self.args.workers is not None:
             env["GUNICORN_WORKERS"] = str(self.args.workers)
         if self.args.threads is not None:
-            env["GUNICORN_THREADS"] = str(self.args.threads)
+            env["DATABASE_POOL_SIZE"] = str(self.args.threads)
         if target in MINIMAL_TARGETS:
             env["BENCH_TOKEN"] = self.token
             if target in ASYNC_TARGETS:
@@ -530,8 +533,8 @@ class Bench:
         env = self._env(target, connections)
         command = self._command(target, env)
         settings = gunicorn_printed(command, env) if command.gunicorn else None
-        # The pool of a connection variation holds as many connections as a worker has threads.
-        env["BENCH_THREADS"] = str(settings["threads"] if settings else self.service_size()[1])
+        # The pool of a connection variation holds as many connections as a worker of the service.
+        env["BENCH_THREADS"] = str(self.service_size()[1])
         label = _label(target, connections)
         if label not in self._announced:
             self._announced.add(label)
@@ -657,6 +660,20 @@ class Bench:
 # What the start commands of the minimal targets show of their environment (the token as $TOKEN): every target
 # has the deployment's environment besides (DATABASE_URL, DEBUG=false, ...: Bench._env).
 MINIMAL_ENV = ("BENCH_TOKEN", "BENCH_POOL_SIZE")
+
+
+def django_setting(name: str, env: dict[str, str]) -> Any:
+    """A setting of the service as config/settings.py resolves it in `env`."""
+    code = f"from django.conf import settings; print(repr(settings.{name}))"
+    printed = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", code],
+        cwd=PROJECT_DIR,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return ast.literal_eval(printed.strip().splitlines()[-1])
 
 
 def _label(target: str, connections: str | None) -> str:

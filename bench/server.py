@@ -106,14 +106,14 @@ def service_command(
 
 
 def minimal_command(target: str, *, workers: int, threads: int, env: dict[str, str]) -> ServerCommand:
-    """The minimal app's server of a hot-path target; workers and threads: the service's, as gunicorn resolves
-    them. The plain gunicorn ones have no control socket, which would be one path per user for every instance
-    on the host (deploy/gunicorn.conf.py turns it off too)."""
+    """The minimal app's server of a hot-path target; workers and threads: the service's workers and its
+    database connections per worker. The plain gunicorn ones have no control socket, which would be one path
+    per user for every instance on the host (deploy/gunicorn.conf.py turns it off too)."""
     bind = ("--bind", f"127.0.0.1:{PORT}")
     plain = ("--no-control-socket", *bind)
     if target == "minimal":
-        # As the service runs: its config file, worker class and settings.
-        return ServerCommand(argv=_gunicorn("-c", CONFIG, *bind, MINIMAL_APP), env=env)
+        # As the service runs: its config file, worker class (uvicorn's, an ASGI server) and settings.
+        return ServerCommand(argv=_gunicorn("-c", CONFIG, *bind, MINIMAL_ASGI_APP), env=env)
     if target == "minimal-sync":
         return ServerCommand(argv=_gunicorn("-k", "sync", "-w", str(SYNC_WORKERS), *plain, MINIMAL_APP), env=env)
     if target == "minimal-gthread":

@@ -36,6 +36,9 @@ DATABASE_PREPARED_STATEMENTS = env_bool("DATABASE_PREPARED_STATEMENTS", True)
 # migrations, run without them. A request blocked by a lock or a slow statement answers 503
 # database_unavailable within about 10 s, far inside GUNICORN_TIMEOUT.
 DATABASE_REQUEST_TIMEOUTS = env_bool("DATABASE_REQUEST_TIMEOUTS", False)
+# The database connections of each process of config.asgi (core/edge/pool.py), and its threads for what the
+# event loop cannot send: the API requests one process works on at once.
+DATABASE_POOL_SIZE = env_int("DATABASE_POOL_SIZE", 4, minimum=1, maximum=256)
 DATABASE_STATEMENT_TIMEOUT_MS = env_int("DATABASE_STATEMENT_TIMEOUT_MS", 3000, minimum=0)
 DATABASE_LOCK_TIMEOUT_MS = env_int("DATABASE_LOCK_TIMEOUT_MS", 2000, minimum=0)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import weakref
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any, ParamSpec, TypeVar
 
 import orjson
@@ -97,6 +98,13 @@ def statement_cursor(*, table: str | None):
         if not safe:
             return wrapper.cursor()
     return wrapper.make_cursor(_PreparingCursor(raw))
+
+
+def timestamp_param(value: datetime, *, vendor: str) -> Any:
+    """A timestamp as a statement's parameter for `vendor`'s database, as Django's field would send it. On
+    PostgreSQL psycopg takes it as it is, and no connection is looked up: steps sent on the event loop
+    (core/edge) never touch Django's connections there."""
+    return value if vendor != "sqlite" else connections[DEFAULT_DB_ALIAS].ops.adapt_datetimefield_value(value)
 
 
 def json_text(value) -> str:

@@ -19,19 +19,19 @@ from typing import Any, TypeVar
 
 from django.db import connection
 
-from core.database import statement_cursor
+from core.database import statement_cursor, with_live_connection
 
 
 @dataclass(frozen=True)
 class Statement:
-    """One statement that returns rows (a read, or a write with RETURNING), for a driver to send as
-    `cursor.execute(sql, params)` does: its rows come back."""
+    """One statement, for a driver to send as `cursor.execute(sql, params)` does: its rows come back (a list,
+    empty for a statement that returns none)."""
 
     sql: str
     params: Any = None
-    # The table whose size decides whether the statement is prepared (core.database.statement_cursor);
-    # None: Django's own cursor sends it, unprepared.
-    prepared_for: str | None = None
+    # Whether the statement is prepared where that is safe (core.database.statement_cursor): False, never
+    # (Django's own cursor sends it); True, whatever the tables hold; a table's name, once that table is big.
+    prepare: bool | str = False
 
 
 T = TypeVar("T")
@@ -40,8 +40,10 @@ Steps = Generator[Step, Any, T]
 
 
 def steps_run(steps: Steps[T]) -> T:
-    """The outcome of `steps`, their statements sent on Django's connection."""
-    return steps_driven(steps, _performed)
+    """The outcome of `steps`, their statements sent on Django's connection, each step run once more on a
+    new connection if the kept one had broken (core.database.with_live_connection: every step of the hot
+    path is a read, or a write that skips the rows it finds, in autocommit)."""
+    return steps_driven(steps, _performed_live)
 
 
 def steps_driven(steps: Steps[T], perform: Callable[[Any], Any]) -> T:
@@ -77,10 +79,17 @@ async def steps_driven_async(steps: Steps[T], perform: Callable[[Any], Awaitable
             error = caught
 
 
+def _performed_live(step: Step) -> Any:
+    return with_live_connection(_performed, step)
+
+
 def _performed(step: Step) -> Any:
     if not isinstance(step, Statement):
         return step()
-    cursor = connection.cursor() if step.prepared_for is None else statement_cursor(table=step.prepared_for)
+    if step.prepare is False:
+        cursor = connection.cursor()
+    else:
+        cursor = statement_cursor(table=None if step.prepare is True else step.prepare)
     with cursor:
         cursor.execute(step.sql, step.params)
-        return cursor.fetchall()
+        return cursor.fetchall() if cursor.description is not None else []

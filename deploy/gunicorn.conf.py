@@ -1,10 +1,9 @@
 """gunicorn settings: the service runs as `gunicorn -c deploy/gunicorn.conf.py`, nothing else on the command line
 (docs/how-to/deploy.md); `-b` and `-w` there override GUNICORN_BIND and GUNICORN_WORKERS.
 
-Threaded workers (gthread), because they keep idle client connections open: the
-proxy in deploy/proxy/ reuses upstream connections (keepalive), which sync
-workers would close after every response. Every value comes from the
-environment, read by config/env.py, so a malformed one stops start-up naming it.
+uvicorn's workers (deploy/workers.py) serving the ASGI application: they keep idle client connections
+open, which the proxy in deploy/proxy/ reuses (keepalive), and answer the hot paths on their event loop.
+Every value comes from the environment, read by config/env.py, so a malformed one stops start-up naming it.
 """
 
 from __future__ import annotations
@@ -19,19 +18,17 @@ from config.env import env_bool, env_int, env_networks, env_str
 from core.observability.metricsfiles import metrics_directory_clean, metrics_directory_prepare, worker_files_fold
 
 # The application; an application named on the command line (a benchmark's minimal app) overrides it.
-wsgi_app = "config.wsgi:application"
+wsgi_app = "config.asgi:application"
 # Set before the application is loaded: the web server's database connections, and only theirs, get the
 # statement and lock timeouts (config/settings.py).
 raw_env = ["DATABASE_REQUEST_TIMEOUTS=true"]
 bind = env_str("GUNICORN_BIND", "127.0.0.1:8000")
 # One process per core (at least two, so a recycled or crashed worker never leaves none):
-# the threads already overlap the waits for PostgreSQL, and more processes than cores
-# only contend for them. Measured on 2 cores: 2 workers x 4 threads served 1.3 to 2 times
-# the requests of 5 x 4, with a lower p99 (bench/results/summary.md).
+# the event loop already overlaps the waits for PostgreSQL, and more processes than cores
+# only contend for them.
 workers = env_int("GUNICORN_WORKERS", max(2, os.cpu_count() or 1), minimum=1, maximum=256)
-# gthread, with threads kept for /healthz and gunicorn's own errors as problem+json (deploy/workers.py).
+# uvicorn's, with gunicorn's request limits and its own refusals as problem+json (deploy/workers.py).
 worker_class = env_str("GUNICORN_WORKER_CLASS", "deploy.workers.ServiceWorker")
-threads = env_int("GUNICORN_THREADS", 4, minimum=1, maximum=256)
 # A request that runs longer than this is a bug or a hung database: the worker is replaced.
 timeout = env_int("GUNICORN_TIMEOUT", 30, minimum=1)
 graceful_timeout = env_int("GUNICORN_GRACEFUL_TIMEOUT", 30, minimum=1)
@@ -47,9 +44,6 @@ max_requests_jitter = env_int("GUNICORN_MAX_REQUESTS_JITTER", 1_000, minimum=0)
 # 2 to 3 s for Django's lazy imports. No database connection is opened before the fork.
 preload_app = env_bool("GUNICORN_PRELOAD", True)
 limit_request_line = 4094
-# gunicorn's native HTTP/1.1 parser (gunicorn-h1c, in requirements.txt), required: a deployment without it
-# fails at start-up instead of parsing every request in Python (bench/results/summary.md).
-http_parser = "fast"
 # gunicorn's runtime control socket defaults to one shared path per user ($HOME/.gunicorn/gunicorn.ctl),
 # which a second instance on the host would take over; this service is managed by its supervisor instead.
 control_socket_disable = True

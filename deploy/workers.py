@@ -1,206 +1,213 @@
-"""The gunicorn worker of deploy/gunicorn.conf.py: gthread, with threads kept for /healthz,
-connections shared out evenly between the workers, and gunicorn's own error
-answers in the API's problem+json.
+"""The gunicorn worker of deploy/gunicorn.conf.py: uvicorn's worker (uvicorn-worker), on uvloop and
+httptools, serving config.asgi, with gunicorn's limits on the request line and headers and every refusal
+of the server's own in the API's problem+json.
 
-Kept threads: a gthread worker hands every request to one pool of
-GUNICORN_THREADS threads. When all of them wait on the database (a lock held by
-a migration, a stuck transaction), a health check queues behind them, and a
-platform that sees no answer restarts a process whose only fault is a slow
-database. Here the worker looks at the first bytes of each request before
-choosing a thread (a peek: nothing is consumed) and gives `GET /healthz` and
-`HEAD /healthz` threads of their own, so they are answered while the API waits.
-A new connection whose request has not arrived yet waits on the worker's poller,
-as gunicorn already does for slow clients, until its first bytes tell which
-pool it belongs to.
+Why uvicorn rather than gunicorn's threads: the edge answers its paths on the event
+loop (core/edge/asgi.py), so a small request costs no thread handover, and the
+parsing of HTTP is httptools' (C) rather than Python's (bench/results/summary.md).
+Why not gunicorn's own ASGI worker: it writes its refusals as text/plain from a
+private method; uvicorn takes its HTTP protocol from its configuration, a class
+whose public send_400_response is overridden here.
 
-Connections shared out: a worker that holds more connections than another
-live worker leaves a new connection in the listening socket's queue for that one
-to accept, pausing its own accepts ACCEPT_PAUSE_SECONDS at a time; after
-ACCEPT_DEFER_SECONDS it accepts anyway, so a connection waits no longer than that
-even when the other worker cannot take it (its main thread starved, its
-connection limit reached). The counts are deploy/connectionshares.py's.
+Limits: uvicorn does not apply gunicorn's limit_request_line, limit_request_fields
+and limit_request_field_size; the protocol does, from gunicorn's settings, and
+answers 414 or 431 as gunicorn would.
 
-Errors: gunicorn answers what it refuses before the application sees it (a
-request line or header block over the limits, a malformed request) with an HTML
-page. The same answers leave here as problem+json, as every other error does.
+Connections shared out: every worker's event loop accepts from the one listening
+socket, and accepts every connection waiting when it wakes, so connections
+opened at once (the proxy's upstream pool, a load generator's) can all go to one
+worker and stay there while the other's core idles. A worker that holds more
+than ALLOWED_EXCESS connections beyond the worker holding fewest
+(deploy/connectionshares.py) answers the next request on one of them with
+`Connection: close`: the client opens a new one, which the less busy worker is
+the likelier to accept, until the counts are even. No request is refused or cut
+off.
+
+Recycling (max_requests) and stopping: uvicorn closes an idle keep-alive
+connection at once, and one whose answer has begun right after it, though that
+answer's head told the client to keep it; a request the client had sent on it
+meanwhile is lost (wrk counts read errors; a proxy answers 502 to a POST). Here
+every connection is given SHUTDOWN_GRACE_SECONDS: a request that arrives is
+answered, with `Connection: close`, and the connection closed after it.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import selectors
-import socket
-import time
-from concurrent import futures
-from functools import partial
+from dataclasses import dataclass
 from http import HTTPStatus
+from typing import Any
 
-from gunicorn.workers.gthread import ThreadWorker
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn_worker import UvicornWorker
 
 from core.middleware.requestid import REQUEST_ID_HEADER, request_id_new
+from deploy.accesslog import AccessLogged
 from deploy.connectionshares import ConnectionShares
 
-HEALTH_CHECK_STARTS = (b"GET /healthz", b"HEAD /healthz")
-HEALTH_THREADS = 2
 # Made in the master, as gunicorn imports the worker class, so every worker it forks shares it; one slot per
 # worker, up to the most GUNICORN_WORKERS allows (deploy/gunicorn.conf.py).
 SHARES = ConnectionShares(slots=256)
-# A worker holding more connections than another leaves new ones to it this long at a time, and no longer in
-# all: the other's main thread may wait for the GIL (sys.getswitchinterval(), 5 ms) before it accepts.
-ACCEPT_PAUSE_SECONDS = 0.002
-ACCEPT_DEFER_SECONDS = 0.02
-_PEEK_BYTES = max(len(start) for start in HEALTH_CHECK_STARTS)
+# More than the fewest another worker holds by this many, and a worker sends its clients elsewhere.
+ALLOWED_EXCESS = 1
+SHUTDOWN_GRACE_SECONDS = 1.0
 
 
-def request_start(conn) -> bytes | None:
-    """The first bytes of the connection's next request, without consuming them; None if none arrived yet.
-
-    Only the socket is looked at: a request a client pipelined behind another, which gunicorn may have read
-    already, goes to the main pool, as any request whose start is not known.
-    """
-    try:
-        return conn.sock.recv(_PEEK_BYTES, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-    except BlockingIOError:
-        return None
-    except OSError:
-        # Reset or closed: the request's own thread will find out and close it.
-        return b""
+@dataclass(frozen=True)
+class RequestLimits:
+    # gunicorn's settings of the same names (0: no limit).
+    line: int
+    fields: int
+    field_size: int
 
 
-def is_health_check(start: bytes) -> bool:
-    # A request whose first bytes have not all arrived goes to the main pool, as any other.
-    return start.startswith(HEALTH_CHECK_STARTS)
+class _Refused(Exception):
+    """Raised in a parser callback to stop the parser; the protocol answers the refusal it noted."""
 
 
-class ServiceWorker(ThreadWorker):
-    def init_process(self):
-        self.health_pool = futures.ThreadPoolExecutor(max_workers=HEALTH_THREADS, thread_name_prefix="healthz")
-        self.share_slot = SHARES.claim(os.getpid())
-        self._accept_paused_until = 0.0
-        self._deferring_since = self._deferred_at = 0.0
-        super().init_process()
+class WorkerShare:
+    """This worker's slot in SHARES and the connections it holds."""
 
-    def run(self):
-        try:
-            super().run()
-        finally:
-            if self.share_slot is not None:
-                SHARES.release(self.share_slot)
+    def __init__(self) -> None:
+        self.slot: int | None = None
+        self.held = 0
 
-    def accept(self, listener):
-        now = time.monotonic()
-        if self._leaves_to_another(now):
-            self._accept_paused_until = now + ACCEPT_PAUSE_SECONDS
-            self.set_accept_enabled(False)
-            return
-        super().accept(listener)
-        self._connections_published()
+    def add(self, change: int) -> None:
+        self.held += change
+        if self.slot is not None:
+            SHARES.hold(self.slot, self.held)
 
-    def _leaves_to_another(self, now: float) -> bool:
-        """Whether another live worker holds fewer connections, and this one has not yet left the
-        connection waiting for ACCEPT_DEFER_SECONDS."""
-        fewest = None if self.share_slot is None else SHARES.fewest_elsewhere(self.share_slot)
-        if fewest is None or fewest >= self.nr_conns:
-            return False
-        # Deferring since the first of a run of pauses; a pause long over means the last connection was taken.
-        if now - self._deferred_at > 2 * ACCEPT_PAUSE_SECONDS:
-            self._deferring_since = now
-        self._deferred_at = now
-        return now - self._deferring_since < ACCEPT_DEFER_SECONDS
-
-    def set_accept_enabled(self, enabled):
-        # ThreadWorker.run enables accepting again on its next turn; a pause holds until it ends.
-        if enabled and time.monotonic() < self._accept_paused_until:
-            return
-        super().set_accept_enabled(enabled)
-
-    def wait_for_and_dispatch_events(self, timeout):
-        # Connections closed since the last turn are counted off.
-        self._connections_published()
-        if self._accept_paused_until:
-            # Awake when the pause ends: ThreadWorker.run's next turn enables accepting again.
-            remaining = self._accept_paused_until - time.monotonic()
-            if remaining <= 0:
-                self._accept_paused_until = 0.0
-            timeout = min(timeout, max(remaining, 0.0))
-        super().wait_for_and_dispatch_events(timeout)
-
-    def _connections_published(self) -> None:
-        if self.share_slot is not None:
-            SHARES.hold(self.share_slot, self.nr_conns)
-
-    def enqueue_req(self, conn):
-        start = request_start(conn)
-        if start is None and not conn.initialized:
-            self._wait_for_request(conn)
-            return
-        pool = self.health_pool if start and is_health_check(start) else self.tpool
-        future = pool.submit(self.handle, conn)
-        future.add_done_callback(lambda done: self.method_queue.defer(self.finish_request, conn, done))
-
-    def _wait_for_request(self, conn) -> None:
-        """Leave a connection that has sent nothing yet to the poller, as gunicorn leaves one
-        whose request did not arrive within its first wait (ThreadWorker.finish_request)."""
-        conn.sock.setblocking(False)
-        conn.timeout = time.monotonic() + self.cfg.keepalive
-        self.pending_conns.append(conn)
-        self.poller.register(conn.sock, selectors.EVENT_READ, partial(self.on_pending_socket_readable, conn))
-
-    def handle_quit(self, sig, frame):
-        self.health_pool.shutdown(wait=False)
-        super().handle_quit(sig, frame)
-
-    def handle_error(self, req, client, addr, exc):
-        super().handle_error(req, _ProblemSocket(client), addr, exc)
+    def in_excess(self) -> bool:
+        fewest = None if self.slot is None else SHARES.fewest_elsewhere(self.slot)
+        return fewest is not None and self.held - fewest > ALLOWED_EXCESS
 
 
-class _ProblemSocket:
-    """The client socket as gunicorn's error writer sees it: its HTML error page goes out as problem+json.
+class ServiceProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, with gunicorn's request limits and problem+json refusals, the worker's
+    connections counted and shared out, and idle connections given a grace when the server stops."""
 
-    gunicorn.util.write_error writes one complete response (`HTTP/1.1 <status>
-    <reason>`, then Connection: close); only its status line is kept.
-    """
+    limits = RequestLimits(line=4094, fields=100, field_size=8190)
+    share = WorkerShare()
+    closing = False
 
-    def __init__(self, sock: socket.socket) -> None:
-        self._sock = sock
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)
+        self.share.add(1)
 
-    def gettimeout(self):
-        return self._sock.gettimeout()
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self.share.add(-1)
 
-    def setblocking(self, flag):
-        self._sock.setblocking(flag)
+    def on_headers_complete(self) -> None:
+        super().on_headers_complete()
+        if self.closing or self.share.in_excess():
+            self.cycle.keep_alive = False
 
-    def sendall(self, data: bytes) -> None:
-        self._sock.sendall(problem_response(data))
+    def shutdown(self) -> None:
+        # Every answer from now on says Connection: close, and the connection closes after it.
+        self.closing = True
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_started:
+            cycle.keep_alive = False
+        self.loop.call_later(SHUTDOWN_GRACE_SECONDS, self._grace_over)
+
+    def _grace_over(self) -> None:
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete:
+            self.transport.close()
+        elif not cycle.response_started:
+            cycle.keep_alive = False
+        else:
+            # An answer whose head went out saying keep-alive: the client may send another request after it,
+            # which is answered, with Connection: close.
+            self.loop.call_later(SHUTDOWN_GRACE_SECONDS, self._grace_over)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self.refusal: HTTPStatus | None = None
+        self.header_count = 0
+
+    def on_url(self, url: bytes) -> None:
+        super().on_url(url)
+        if self.limits.line and len(self.url) > self.limits.line:
+            self._refuse(HTTPStatus.REQUEST_URI_TOO_LONG)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        super().on_header(name, value)
+        self.header_count += 1
+        if self.limits.fields and self.header_count > self.limits.fields:
+            self._refuse(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE)
+        if self.limits.field_size and len(name) + len(value) + 2 > self.limits.field_size:
+            self._refuse(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE)
+
+    def _refuse(self, status: HTTPStatus) -> None:
+        self.refusal = status
+        raise _Refused(status.phrase)
+
+    def send_400_response(self, msg: str) -> None:
+        status = getattr(self, "refusal", None) or HTTPStatus.BAD_REQUEST
+        self.transport.write(problem_response(status))
+        self.transport.close()
 
 
-def problem_response(gunicorn_error: bytes) -> bytes:
-    """gunicorn's error response rewritten as problem+json, with its status and reason, and a request ID
-    of its own: the request was refused before its headers were read."""
-    status_line = gunicorn_error.split(b"\r\n", 1)[0].decode("latin-1")
-    _, code, reason = [*status_line.split(" ", 2), "", ""][:3]
-    status = int(code) if code.isdigit() else HTTPStatus.BAD_REQUEST.value
-    reason = reason or HTTPStatus(status).phrase
-    server_error = status >= 500
+def problem_response(status: HTTPStatus) -> bytes:
+    """A whole HTTP response refusing a request before it reached the service, as problem+json, with a request
+    ID of its own: the request's headers were never read."""
     request_id = request_id_new()
     body = json.dumps(
         {
             "type": "about:blank",
-            "title": reason,
-            "status": status,
-            "code": "internal_error" if server_error else "invalid_request",
-            "detail": "The server failed to answer this request."
-            if server_error
-            else f"The request was refused before it reached the service: {reason.lower()}.",
+            "title": status.phrase,
+            "status": status.value,
+            "code": "invalid_request",
+            "detail": f"The request was refused before it reached the service: {status.phrase.lower()}.",
             "request_id": request_id,
         }
     ).encode()
     head = (
-        f"HTTP/1.1 {status} {reason}\r\n"
+        f"HTTP/1.1 {status.value} {status.phrase}\r\n"
         "Connection: close\r\n"
         "Content-Type: application/problem+json\r\n"
         f"{REQUEST_ID_HEADER}: {request_id}\r\n"
         f"Content-Length: {len(body)}\r\n\r\n"
     )
     return head.encode("latin-1") + body
+
+
+class ServiceWorker(UvicornWorker):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Before uvicorn's settings (CONFIG_KWARGS) are read.
+        self.share = WorkerShare()
+        super().__init__(*args, **kwargs)
+
+    def init_process(self) -> None:
+        self.share.slot = SHARES.claim(os.getpid())
+        super().init_process()
+
+    def load_wsgi(self) -> None:
+        super().load_wsgi()
+        if self.cfg.accesslog is not None:
+            self.wsgi = AccessLogged(self.wsgi, self.log)
+
+    def run(self) -> None:
+        try:
+            super().run()
+        finally:
+            if self.share.slot is not None:
+                SHARES.release(self.share.slot)
+
+    @property
+    def CONFIG_KWARGS(self) -> dict[str, Any]:
+        cfg = self.cfg
+        limits = RequestLimits(
+            line=cfg.limit_request_line, fields=cfg.limit_request_fields, field_size=cfg.limit_request_field_size
+        )
+        return {
+            "loop": "uvloop",
+            "http": type("ConfiguredProtocol", (ServiceProtocol,), {"limits": limits, "share": self.share}),
+            # The application closes its database pool when the server stops.
+            "lifespan": "on",
+            # gunicorn's line instead, when asked for (load_wsgi).
+            "access_log": False,
+        }

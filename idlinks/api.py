@@ -16,8 +16,8 @@ from rest_framework import serializers
 from core.api.fields import StrictStringField, SubjectIdField
 from core.api.schema import TOKEN_PROBLEMS, ProblemDoc, problem_responses
 from core.api.views import JsonApiView, RequestBody
-from core.database import with_live_connection
-from idlinks.services import Identifier, SubjectTypesActive, id_link_create
+from core.steps import Steps
+from idlinks.services import Identifier, SubjectTypesActive, id_link_create_steps
 from tokens.authentication import IsProxyRole
 
 STRICT_MESSAGES = {"required": "is required", "null": "must not be null"}
@@ -97,8 +97,10 @@ class IdLinkApi(JsonApiView):
         return self.answered(request)
 
     @classmethod
-    def answer(cls, data: dict) -> dict:
+    def answer_steps(cls, data: dict, *, vendor: str) -> Steps[dict]:
         """The answer to a valid request."""
         first, second = (Identifier(**item) for item in data["identifiers"])
-        with_live_connection(id_link_create, first=first, second=second, subject_types_active=cls.subject_types_active)
+        yield from id_link_create_steps(
+            vendor=vendor, first=first, second=second, subject_types_active=cls.subject_types_active
+        )
         return {"success": True}

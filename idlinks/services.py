@@ -6,10 +6,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import connection
 from django.utils import timezone
 
+from core.steps import Steps, steps_run
 from idlinks.errors import SelfLink
-from idlinks.storage import id_link_insert
+from idlinks.storage import id_link_insert_steps
 
 
 @dataclass(frozen=True)
@@ -20,14 +22,25 @@ class Identifier:
     subject_id: str
 
 
-# {field path: subject type ID} -> {field path: subject type}, raising a problem naming each path whose type
-# does not exist or is archived (assignments.selectors.subject_types_active).
-SubjectTypesActive = Callable[[dict[str, str]], dict[str, Any]]
+# {field path: subject type ID} -> {field path: subject type} as steps, raising a problem naming each path whose
+# type does not exist or is archived (assignments.selectors.subject_types_active_steps).
+SubjectTypesActive = Callable[[dict[str, str]], Steps[dict[str, Any]]]
 
 
 def id_link_create(*, first: Identifier, second: Identifier, subject_types_active: SubjectTypesActive) -> None:
-    """Link two identifiers (POST /id-link, docs/reference/api.md); linking a linked pair, in either order,
-    changes nothing.
+    """id_link_create_steps sent on Django's connection."""
+    steps_run(
+        id_link_create_steps(
+            vendor=connection.vendor, first=first, second=second, subject_types_active=subject_types_active
+        )
+    )
+
+
+def id_link_create_steps(
+    *, vendor: str, first: Identifier, second: Identifier, subject_types_active: SubjectTypesActive
+) -> Steps[None]:
+    """Link two identifiers (POST /id-link, docs/reference/api.md), as steps (core/steps.py); linking a
+    linked pair, in either order, changes nothing.
 
     Both subject types must exist and be active, as `subject_types_active` finds them:
     subject types belong to the app above this one, which passes its own. The pair is stored in the
@@ -35,7 +48,7 @@ def id_link_create(*, first: Identifier, second: Identifier, subject_types_activ
     row that identifierlink_pair_unique already holds, so concurrent identical
     requests store one row and none of them fails.
     """
-    found = subject_types_active(
+    found = yield from subject_types_active(
         {
             f"identifiers.{index}.subject_type": identifier.subject_type
             for index, identifier in enumerate((first, second))
@@ -49,7 +62,8 @@ def id_link_create(*, first: Identifier, second: Identifier, subject_types_activ
             errors=[{"field": "identifiers", "message": "the two identifiers must differ"}],
         )
     (type_a, subject_id_a), (type_b, subject_id_b) = nodes
-    id_link_insert(
+    yield from id_link_insert_steps(
+        vendor=vendor,
         subject_type_a=type_a,
         subject_id_a=subject_id_a,
         subject_type_b=type_b,

@@ -11,7 +11,8 @@ from django.db import connection
 
 from core.citus import table_distributed
 from core.commitorder import Position, after_filter
-from core.database import json_text, statement_cursor
+from core.database import json_text, timestamp_param
+from core.steps import Statement, Steps
 from idlinks.walk import FANOUT, MAX_LINK_ROWS, Links, Node
 
 # identifierlink_pair_unique settles concurrent identical links: the loser inserts nothing.
@@ -24,22 +25,16 @@ ON CONFLICT (subject_type_a_id, subject_id_a, subject_type_b_id, subject_id_b) D
 """
 
 
-def id_link_insert(
-    *, subject_type_a: int, subject_id_a: str, subject_type_b: int, subject_id_b: str, created_at: datetime
-) -> None:
+def id_link_insert_steps(
+    *, vendor: str, subject_type_a: int, subject_id_a: str, subject_type_b: int, subject_id_b: str, created_at: datetime
+) -> Steps[None]:
     """Store one link, already in canonical order; nothing if the pair was stored before."""
     # Prepared: its one plan does not depend on the table's size.
-    with statement_cursor(table=None) as cursor:
-        cursor.execute(
-            INSERT,
-            [
-                subject_type_a,
-                subject_id_a,
-                subject_type_b,
-                subject_id_b,
-                connection.ops.adapt_datetimefield_value(created_at),
-            ],
-        )
+    yield Statement(
+        INSERT,
+        [subject_type_a, subject_id_a, subject_type_b, subject_id_b, timestamp_param(created_at, vendor=vendor)],
+        prepare=True,
+    )
 
 
 # The neighbourhood of some identifiers, walked once for all of them: every identifier within

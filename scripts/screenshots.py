@@ -159,7 +159,7 @@ def seed(password: str) -> Seeded:
     from assignments.configuration.export import resource_document
     from assignments.configuration.resources import Source, resource_read
     from assignments.models import Assignment, Experiment, Layer
-    from assignments.selectors import subject_types_active
+    from assignments.selectors import subject_types_active_steps
     from idlinks.services import Identifier, id_link_create
 
     call_command("migrate", interactive=False, verbosity=0)
@@ -220,7 +220,9 @@ def seed(password: str) -> Seeded:
         (("user", LOOKUP_USER), ("cookie", "cookie-b91c")),
     ]
     for first, second in links:
-        id_link_create(first=Identifier(*first), second=Identifier(*second), subject_types_active=subject_types_active)
+        id_link_create(
+            first=Identifier(*first), second=Identifier(*second), subject_types_active=subject_types_active_steps
+        )
     subject_type = experiment.subject_type
     connections.close_all()
     return Seeded(
@@ -234,7 +236,7 @@ def seed(password: str) -> Seeded:
 
 
 def start_server(workdir: Path, port: int) -> subprocess.Popen:
-    env = dict(os.environ, GUNICORN_BIND=f"127.0.0.1:{port}", GUNICORN_WORKERS="1", GUNICORN_THREADS="4")
+    env = dict(os.environ, GUNICORN_BIND=f"127.0.0.1:{port}", GUNICORN_WORKERS="1", DATABASE_POOL_SIZE="4")
     log = (workdir / "server.log").open("wb")
     server = subprocess.Popen(  # noqa: S603 - a fixed command line, nothing from outside
         [str(REPO / ".venv" / "bin" / "gunicorn"), "-c", "deploy/gunicorn.conf.py"],

@@ -4,17 +4,18 @@ docs/how-to/tokens.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 
-from core.database import with_live_connection
 from core.middleware.requestlog import request_log_note
+from core.steps import Steps, steps_run
 from tokens.cache import ApiTokenSnapshot
 from tokens.models import EXPIRED, REVOKED, Role
-from tokens.selectors import api_token_verify
-from tokens.services import api_token_record_use
+from tokens.selectors import api_token_cached, api_token_load
+from tokens.services import api_token_touch, api_token_use_is_due
 
 
 @dataclass(frozen=True)
@@ -57,9 +58,10 @@ def presented_token(request) -> str | None:
     return None
 
 
-def _verified_and_used(token: str) -> ApiTokenSnapshot:
-    """The usable token behind `token`, its use recorded (both from the cache, mostly)."""
-    api_token = api_token_verify(token=token)
+def _verified_and_used(token: str) -> Steps[ApiTokenSnapshot]:
+    """The usable token behind `token`, its use recorded: from the cache, mostly, with no step at all; a
+    token not cached is loaded, and a use due to be recorded written, as steps of the sync connection."""
+    api_token = api_token_cached(token=token) or (yield partial(api_token_load, token=token))
     now = timezone.now()
     if api_token is None:
         raise exceptions.AuthenticationFailed("The token is not known.")
@@ -68,7 +70,8 @@ def _verified_and_used(token: str) -> ApiTokenSnapshot:
         raise exceptions.AuthenticationFailed("The token has been revoked.")
     if state == EXPIRED:
         raise exceptions.AuthenticationFailed("The token has expired.")
-    api_token_record_use(api_token=api_token, now=now)
+    if api_token_use_is_due(api_token=api_token, now=now):
+        yield partial(api_token_touch, pk=api_token.pk, now=now)
     return api_token
 
 
@@ -93,10 +96,14 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
     presented = staticmethod(presented_token)
 
     def authenticate(self, request):
+        return steps_run(self.authenticate_steps(request))
+
+    def authenticate_steps(self, request) -> Steps[tuple[TokenUser, ApiTokenSnapshot] | None]:
+        """authenticate's answer as steps (core/steps.py), for the edge's drivers."""
         token = self.presented(request)
         if token is None:
             return None
-        api_token = with_live_connection(_verified_and_used, token)
+        api_token = yield from _verified_and_used(token)
         request_log_note(token_name=api_token.name)
         return TokenUser(token_name=api_token.name, role=api_token.role), api_token
 

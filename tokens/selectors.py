@@ -23,14 +23,18 @@ def api_token_find(*, token: str) -> ApiToken | None:
     return api_token
 
 
-def api_token_verify(*, token: str) -> ApiTokenSnapshot | None:
-    """The stored token behind a presented one, from this process's cache when seen recently."""
+def api_token_cached(*, token: str) -> ApiTokenSnapshot | None:
+    """The stored token behind a presented one if this process's cache holds it, without a query; else None
+    (api_token_load looks it up). Counts the cache lookup."""
     if token_prefix(token) is None:
         return None
     snapshot = api_tokens.get(token_digest(token))
     api_token_cache_lookup(hit=snapshot is not None)
-    if snapshot is not None:
-        return snapshot
+    return snapshot
+
+
+def api_token_load(*, token: str) -> ApiTokenSnapshot | None:
+    """The stored token behind a presented one from the database, cached for the next requests."""
     api_token = api_token_find(token=token)
     if api_token is None:
         return None

@@ -122,7 +122,7 @@ def api_token_touch(*, pk: int, now: datetime) -> bool:
     return ApiToken.objects.filter(stale, pk=pk).update(last_used_at=now) == 1
 
 
-def api_token_record_use(*, api_token: ApiTokenSnapshot, now: datetime) -> None:
-    """Record that a request used the token: a write at most once a minute per process, none otherwise."""
-    if api_tokens.use_is_due(api_token.digest, now=now):
-        api_token_touch(pk=api_token.pk, now=now)
+def api_token_use_is_due(*, api_token: ApiTokenSnapshot, now: datetime) -> bool:
+    """Whether a request's use of the token is to be recorded (api_token_touch), noting it as recorded: true
+    at most once a minute per process, so a busy token costs no write per request."""
+    return api_tokens.use_is_due(api_token.digest, now=now)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import connection
 from rest_framework import exceptions, serializers
 from rest_framework.exceptions import ErrorDetail, ValidationError
 from rest_framework.response import Response
@@ -11,6 +12,7 @@ from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from core.api.renderers import JsonRenderer
+from core.steps import steps_run
 
 JSON_MEDIA_TYPE = "application/json"
 
@@ -62,10 +64,22 @@ class JsonApiView(APIView):
     # (core.middleware.staffonly).
     sessionless = True
 
-    # What a POST answers: `answer(data) -> dict` for the data `body` validated. The edge (core/edge) serves
-    # the hot endpoints' views from these, DRF every other view's and the schema.
-    answer = None
+    # What a POST answers, as steps (core/steps.py): `answer_steps(data, vendor=...) -> Steps[dict]` for the
+    # data `body` validated, its statements in the form `vendor` takes ("postgresql", "citus" or "sqlite").
+    # The edge (core/edge) serves the hot endpoints' views from these, on Django's connection or on the event
+    # loop's; DRF every other view's and the schema.
+    answer_steps = None
     body: RequestBody
+
+    @staticmethod
+    def vendor() -> str:
+        """The form of the statements that answer_steps sends on Django's connection; an app whose tables
+        take another form on Citus answers "citus" there."""
+        return connection.vendor
+
+    def answer(self, data: dict[str, Any], **arguments: Any) -> dict[str, Any]:
+        """answer_steps sent on Django's connection."""
+        return steps_run(self.answer_steps(data, vendor=self.vendor(), **arguments))
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -2,14 +2,16 @@
 with the view's own declarations and DRF's own exceptions.
 
 The view (core.api.views.JsonApiView) declares the endpoint once: its
-authentication, permissions, parser, renderer, request body and `answer(data)`.
+authentication, permissions, parser, renderer, request body and `answer_steps(data)`.
 DRF serves it from the URLconf for the schema (and tests/core/edge/
 test_json_endpoint.py holds the two answers equal); the edge serves it in
 production, leaving out what costs a small request most and does nothing for
 these views: DRF's Request wrapper, content negotiation (one renderer), the
 throttles (none) and the per-request construction of the view, its parsers,
 authenticators and permissions. Every failure is answered by the API's problem
-table (core/api/exceptions.py), as DRF's exception handler answers it.
+table (core/api/exceptions.py), as DRF's exception handler answers it. The answer is
+steps (core/steps.py), for the edge's driver to send: on Django's connection
+(application.py) or on the event loop's (asgi.py).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from core.api.exceptions import problem_exception_handler
 from core.api.views import JSON_MEDIA_TYPE, JsonApiView, json_required
 from core.edge.middleware import django_chain
 from core.middleware.guards import body_size_problem
+from core.steps import Steps
 
 
 class JsonEndpoint:
@@ -37,23 +40,25 @@ class JsonEndpoint:
         arguments: Callable[[HttpRequest], dict[str, str]] | None = None,
         body_limited: bool = True,
     ) -> None:
-        """`arguments`: the keyword arguments of the view's `answer` taken from the request's path, as the
+        """`arguments`: the keyword arguments of the view's `answer_steps` taken from the request's path, as the
         URLconf's pattern gives them to DRF's view (for a path with a parameter). `body_limited`: the edge
         refuses an oversized body before the endpoint runs (application.py); False: the endpoint refuses it
         itself, once the caller is authenticated."""
         self.name = name
         self.body_limited = body_limited
         self.view = view_class()
+        self.vendor = self.view.vendor
         self.arguments = arguments
         # DRF's answer to OPTIONS, the same for every request: SimpleMetadata reads only the view.
         self.metadata = self.view.metadata_class().determine_metadata(None, self.view)
         self.respond = django_chain(self.dispatch)
 
-    def dispatch(self, request: HttpRequest) -> HttpResponse:
-        """The answer before Django's middleware (django_chain) has its turn."""
+    def dispatch(self, request: HttpRequest, *, vendor: str | None) -> Steps[HttpResponse]:
+        """The answer before Django's middleware (django_chain) has its turn, its statements in the form
+        `vendor` takes (JsonApiView.answer_steps)."""
         view = self.view
         try:
-            response = self._handled(request)
+            response = yield from self._handled(request, vendor)
         except Exception as exc:
             response = problem_exception_handler(exc, {"view": view, "request": request})
             if response is None:
@@ -62,9 +67,9 @@ class JsonEndpoint:
         response["Allow"] = view.allow
         return response
 
-    def _handled(self, request: HttpRequest) -> HttpResponse:
+    def _handled(self, request: HttpRequest, vendor: str | None) -> Steps[HttpResponse]:
         view = self.view
-        caller = self._authenticated(request)
+        caller = yield from self._authenticated(request)
         for permission in view.permissions:
             if not permission.has_permission(caller, view):
                 if caller.auth is None:
@@ -76,17 +81,18 @@ class JsonEndpoint:
                 if too_large is not None:
                     return too_large
             data = view.body.validate(self._data(request))
-            answer = view.answer(data) if self.arguments is None else view.answer(data, **self.arguments(request))
+            arguments = {} if self.arguments is None else self.arguments(request)
+            answer = yield from view.answer_steps(data, vendor=vendor or view.vendor(), **arguments)
             return HttpResponse(view.renderer.render(answer), content_type=JSON_MEDIA_TYPE)
         if request.method == "OPTIONS":
             return HttpResponse(view.renderer.render(self.metadata), content_type=JSON_MEDIA_TYPE)
         raise exceptions.MethodNotAllowed(request.method)
 
-    def _authenticated(self, request: HttpRequest) -> Any:
+    def _authenticated(self, request: HttpRequest) -> Steps[Any]:
         """The caller as the permissions see it (`user`, `auth`), as DRF's Request authenticates: the first
-        authenticator that answers, or nobody."""
+        authenticator that answers, or nobody. Each authenticator's check as steps (authenticate_steps)."""
         for authenticator in self.view.authenticators:
-            found = authenticator.authenticate(request)
+            found = yield from authenticator.authenticate_steps(request)
             if found is not None:
                 return SimpleNamespace(user=found[0], auth=found[1])
         return SimpleNamespace(user=None, auth=None)

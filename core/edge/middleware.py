@@ -12,12 +12,15 @@ before the hot endpoints pass it by.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-from django.core.handlers.exception import convert_exception_to_response
+from django.core.handlers.exception import response_for_exception
 from django.http import HttpRequest, HttpResponse
 from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.common import CommonMiddleware
 from django.middleware.security import SecurityMiddleware
+
+from core.steps import Steps
 
 RUN_AS_IT_IS = "run as it is, in this order, around the endpoint (django_chain)"
 ACCOUNTED = {
@@ -43,11 +46,51 @@ ACCOUNTED = {
 }
 
 
-def django_chain(view: Callable[[HttpRequest], HttpResponse]) -> Callable[[HttpRequest], HttpResponse]:
-    """`view` behind Django's security, common and framing middleware, each wrapped as Django's handler
-    wraps it (convert_exception_to_response): a host not allowed is answered 400 by CommonMiddleware's
-    layer, an unexpected failure 500 with Django's log line, and both go out through the layers above."""
-    inner = convert_exception_to_response(view)
-    for middleware in (XFrameOptionsMiddleware, CommonMiddleware, SecurityMiddleware):
-        inner = convert_exception_to_response(middleware(inner))
-    return inner
+# Outermost first, as in settings.MIDDLEWARE.
+DJANGO_LAYERS = (SecurityMiddleware, CommonMiddleware, XFrameOptionsMiddleware)
+
+EndpointSteps = Callable[..., Steps[HttpResponse]]
+
+
+def django_chain(view: EndpointSteps, *, layers: tuple[type, ...] = DJANGO_LAYERS) -> EndpointSteps:
+    """`view`'s steps behind Django's security, common and framing middleware: each layer's
+    process_request and process_response called as MiddlewareMixin.__call__ calls them, each layer wrapped as
+    Django's handler wraps it (convert_exception_to_response). A host not allowed is answered 400 by
+    CommonMiddleware's layer, an unexpected failure 500 with Django's log line, and both go out through the
+    layers above. The hooks are called here rather than through the layers' __call__ because the view's
+    steps yield to a driver (core/steps.py), which a call through the chain could not. `layers` empty: only
+    the handler's conversion of a failure to an answer."""
+    # The layers' own get_response is never called: the chain is walked here.
+    instances = tuple(layer(view) for layer in layers)
+    requests = tuple((layer, getattr(layer, "process_request", None)) for layer in instances)
+    responses = {layer: getattr(layer, "process_response", None) for layer in instances}
+
+    def respond(request: HttpRequest, **arguments: Any) -> Steps[HttpResponse]:
+        # The layers entered, whose process_response the answer passes through, innermost last.
+        entered = []
+        response = None
+        for layer, process_request in requests:
+            try:
+                response = process_request(request) if process_request is not None else None
+            except Exception as exc:
+                # Converted by this layer's wrapper: its own process_response does not run.
+                response = response_for_exception(request, exc)
+                break
+            entered.append(layer)
+            if response is not None:
+                break
+        else:
+            try:
+                response = yield from view(request, **arguments)
+            except Exception as exc:
+                response = response_for_exception(request, exc)
+        for layer in reversed(entered):
+            process_response = responses[layer]
+            if process_response is not None:
+                try:
+                    response = process_response(request, response)
+                except Exception as exc:
+                    response = response_for_exception(request, exc)
+        return response
+
+    return respond

@@ -27,6 +27,7 @@ from core.api.problems import PROBLEM_CONTENT_TYPE
 from core.api.views import JsonApiView
 from core.edge.json_endpoint import JsonEndpoint
 from core.edge.middleware import django_chain
+from core.steps import Steps
 
 GENERAL = "GENERAL"
 PARSE_ERROR = "PARSE_ERROR"
@@ -64,14 +65,15 @@ class OfrepEndpoint:
         validator and 304."""
         self.name = name
         self.json = JsonEndpoint(view_class, name=name, arguments=arguments, body_limited=False)
+        self.vendor = self.json.vendor
         self.arguments = arguments
         self.etag = etag
         self.chain = django_chain(self.dispatch)
 
-    def respond(self, request: HttpRequest) -> HttpResponse:
+    def respond(self, request: HttpRequest, *, vendor: str | None) -> Steps[HttpResponse]:
         """The answer through Django's middleware (django_chain), then OFREP's members and CORS added to
         every answer, the middleware's own refusals (a host not allowed, a failure) included."""
-        response = self.chain(request)
+        response = yield from self.chain(request, vendor=vendor)
         # Every error here is a problem (core/api/error_views.py answers Django's own); the check keeps a body
         # that is not JSON from failing the answer.
         if response.status_code >= 400 and response.get("Content-Type") == PROBLEM_CONTENT_TYPE:
@@ -82,7 +84,7 @@ class OfrepEndpoint:
             patch_vary_headers(response, ["Origin"])
         return response
 
-    def dispatch(self, request: HttpRequest) -> HttpResponse:
+    def dispatch(self, request: HttpRequest, *, vendor: str | None) -> Steps[HttpResponse]:
         """The answer before Django's middleware has its turn: a preflight's, or the view's with its validator."""
         if (
             request.method == "OPTIONS"
@@ -96,7 +98,7 @@ class OfrepEndpoint:
             response["Access-Control-Allow-Headers"] = CORS_ALLOWED_HEADERS
             response["Access-Control-Max-Age"] = CORS_MAX_AGE_SECONDS
             return response
-        response = self.json.dispatch(request)
+        response = yield from self.json.dispatch(request, vendor=vendor)
         if self.etag and response.status_code == 200:
             response = self._validated(request, response)
         return response

@@ -38,14 +38,25 @@ def request_id_current() -> str | None:
     return _current.get()
 
 
+def request_id_begin(presented: str | None) -> str:
+    """Choose the ID of the request this context answers (request_id_accept) and return it; a request on the
+    event loop (core/edge/asgi.py) has a context, an asyncio task, of its own."""
+    request_id = request_id_accept(presented)
+    _current.set(request_id)
+    return request_id
+
+
+def request_id_presented(scope: dict) -> str | None:
+    """The X-Request-ID header of an ASGI request's scope, or None."""
+    for name, value in scope.get("headers", ()):
+        if name == b"x-request-id":
+            return value.decode("latin-1")
+    return None
+
+
 def _request_started(sender, environ=None, scope=None, **kwargs) -> None:
     # Django's WSGI handler sends the request's environ, its ASGI handler the request's scope.
-    if environ is not None:
-        presented = environ.get("HTTP_X_REQUEST_ID")
-    else:
-        headers = dict((scope or {}).get("headers", ()))
-        presented = headers[b"x-request-id"].decode("latin-1") if b"x-request-id" in headers else None
-    _current.set(request_id_accept(presented))
+    request_id_begin(environ.get("HTTP_X_REQUEST_ID") if environ is not None else request_id_presented(scope or {}))
 
 
 def _request_finished(sender, **kwargs) -> None:

@@ -501,7 +501,7 @@ def test_unexpected_failure__500_internal_error_problem_without_internals(proxy_
     def broken(**kwargs):
         raise RuntimeError("secret internal detail")
 
-    monkeypatch.setattr("assignments.api.assign_subjects", broken)
+    monkeypatch.setattr("assignments.api.assign_subjects_steps", broken)
     client = Client(raise_request_exception=False)
 
     response = client.post(PATH, json.dumps(VALID), content_type="application/json", **bearer(proxy_token))
@@ -516,7 +516,7 @@ def test_database_error__503_database_unavailable_with_retry_after(proxy_token, 
     def unreachable(**kwargs):
         raise OperationalError("connection refused at 10.0.0.5")
 
-    monkeypatch.setattr("assignments.api.assign_subjects", unreachable)
+    monkeypatch.setattr("assignments.api.assign_subjects_steps", unreachable)
 
     response = Client().post(PATH, json.dumps(VALID), content_type="application/json", **bearer(proxy_token))
 

@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 
 from assignments.assigning import assign_subject, assign_subjects
 from assignments.models import Experiment, Variant
-from assignments.selectors import subject_types_active
+from assignments.selectors import subject_types_active_steps
 from core.database import PREPARE_MIN_TABLE_BYTES, with_live_connection
 from idlinks.services import Identifier, id_link_create
 from tests.helpers.database import database_unreachable
@@ -213,7 +213,7 @@ def test_statements__link_insert_on_an_empty_table__prepared(unanalysed_assignme
     )
 
     # When
-    id_link_create(first=user, second=cookie, subject_types_active=subject_types_active)
+    id_link_create(first=user, second=cookie, subject_types_active=subject_types_active_steps)
 
     # Then
     assert any(

@@ -130,7 +130,7 @@ def test_configuration_docs__readers_found__in_the_settings_gunicorn_the_proxy_a
 
     assert where["ASSIGNMENT_MAX_SUBJECTS"] == "config/settings.py"
     assert where["SECRET_KEY"] == "config/settings.py"
-    assert where["GUNICORN_THREADS"] == "deploy/gunicorn.conf.py"
+    assert where["GUNICORN_KEEPALIVE"] == "deploy/gunicorn.conf.py"
     assert where["PROXY_ENABLE_ID_LINK"] == "deploy/proxy/render"
     assert "GUNICORN_ACCESS_LOG" in where
 

@@ -49,7 +49,7 @@ def service() -> Iterator[Service]:
         ExperimentFactory(key=key, subject_type=user, splits=[("control", 0.5), ("green", 0.5)])
     admin = api_token_create(name="feed-follower", role=Role.ADMIN)[1]
     proxy = api_token_create(name="feed-writer", role=Role.PROXY)[1]
-    env = {"DATABASE_URL": database_url_for_tests(), "SECRET_KEY": SECRET_KEY, "GUNICORN_THREADS": "8"}
+    env = {"DATABASE_URL": database_url_for_tests(), "SECRET_KEY": SECRET_KEY, "DATABASE_POOL_SIZE": "8"}
     with gunicorn(env=env, workers=2) as (url, _):
         yield Service(url, admin, proxy)
 

@@ -25,7 +25,7 @@ SECRET_KEY = "e2e-slow-database-not-secret"
 # The bound the service promises for a request blocked by the database (docs/how-to/operate.md).
 REQUEST_BOUND_SECONDS = 10
 HEALTHZ_BOUND_SECONDS = 3
-WORKERS, THREADS = 2, 2
+WORKERS, THREADS = 2, 2  # THREADS: DATABASE_POOL_SIZE, the requests a worker works on at once
 
 
 @pytest.fixture
@@ -39,7 +39,7 @@ def service(**settings: str) -> Iterator[str]:
     env = {
         "DATABASE_URL": database_url_for_tests(),
         "SECRET_KEY": SECRET_KEY,
-        "GUNICORN_THREADS": str(THREADS),
+        "DATABASE_POOL_SIZE": str(THREADS),
         **settings,
     }
     with gunicorn(env=env, workers=WORKERS) as (base_url, _):

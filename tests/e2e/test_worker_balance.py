@@ -1,11 +1,13 @@
-"""Keep-alive connections opened at once are shared out evenly between gunicorn's workers
-(deploy/workers.py, deploy/connectionshares.py), as the kernel's connection table shows them."""
+"""Keep-alive connections opened at once end up shared out evenly between gunicorn's workers
+(deploy/workers.py, deploy/connectionshares.py), as the kernel's connection table shows them, once their
+clients have sent a few requests: a worker holding too many closes some after an answer, and the clients
+open new ones, as HTTP clients do."""
 
 from __future__ import annotations
 
 import contextlib
+import http.client
 import os
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +18,8 @@ from tests.helpers.server import database_url_for_tests, gunicorn, wait_until, w
 pytestmark = [pytest.mark.postgres, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 WORKERS, CONNECTIONS, ROUNDS = 2, 16, 5
+# Rounds of one request per connection, at most, before the connections are counted.
+MOST_REQUEST_ROUNDS = 50
 # A worker takes a connection while the other's count is not yet published: one apart either way at most.
 MOST_APART = 2
 ESTABLISHED = "01"
@@ -49,19 +53,27 @@ def connections_by_worker(pids: list[int], port: int) -> list[int]:
 
 
 @contextlib.contextmanager
-def connections_opened(port: int, count: int) -> Iterator[list[socket.socket]]:
-    """`count` connections opened at once, each having had one /healthz answered and kept open."""
-    sockets = [socket.create_connection(("127.0.0.1", port)) for _ in range(count)]
+def connections_opened(port: int, count: int) -> Iterator[list[http.client.HTTPConnection]]:
+    """`count` connections opened at once, each sending /healthz until a round of requests in which no answer
+    closed its connection; then kept open. A client whose connection the server closed opens a new one."""
+    clients = [http.client.HTTPConnection("127.0.0.1", port, timeout=10) for _ in range(count)]
     try:
-        for sock in sockets:
-            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-        for sock in sockets:
-            sock.settimeout(10)
-            assert sock.recv(65536).startswith(b"HTTP/1.1 200"), "every /healthz answered"
-        yield sockets
+        for client in clients:
+            client.connect()
+        for _ in range(MOST_REQUEST_ROUNDS):
+            closed = 0
+            for client in clients:
+                client.request("GET", "/healthz")
+                response = client.getresponse()
+                response.read()
+                assert response.status == 200, "every /healthz answered"
+                closed += response.will_close
+            if not closed:
+                break
+        yield clients
     finally:
-        for sock in sockets:
-            sock.close()
+        for client in clients:
+            client.close()
 
 
 def test_keepalive_connections_opened_at_once__split_evenly_between_workers():

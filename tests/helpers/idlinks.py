@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import connection
 
 from assignments.models import SubjectType
-from assignments.selectors import subject_types_active
+from assignments.selectors import subject_types_active_steps
 from idlinks.models import IdentifierLink
 from idlinks.services import Identifier, id_link_create
 
@@ -17,7 +17,9 @@ def link_body(*identifiers: tuple[str, str]) -> dict:
 
 
 def link(first: tuple[str, str], second: tuple[str, str]) -> None:
-    id_link_create(first=Identifier(*first), second=Identifier(*second), subject_types_active=subject_types_active)
+    id_link_create(
+        first=Identifier(*first), second=Identifier(*second), subject_types_active=subject_types_active_steps
+    )
 
 
 def stored_links() -> list[tuple[str, str, str, str]]:

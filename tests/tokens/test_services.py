@@ -16,13 +16,13 @@ from django.utils import timezone
 from tokens.cache import api_tokens
 from tokens.errors import ApiTokenInvalid, ApiTokenNameTaken, ApiTokenNotFound
 from tokens.models import ApiToken, Role
-from tokens.selectors import api_token_find, api_token_verify
+from tokens.selectors import api_token_find, api_token_load
 from tokens.services import (
     api_token_create,
-    api_token_record_use,
     api_token_replace,
     api_token_revoke,
     api_token_touch,
+    api_token_use_is_due,
     expiry_in_days,
 )
 
@@ -171,8 +171,8 @@ def test_verify__revoked_by_another_process__refused_once_the_cache_entry_ages_o
     assert assign(token).status_code == 401
 
 
-def test_verify__unknown_token__not_cached(db):
-    api_token_verify(token="0123456789ab." + "A" * 43)
+def test_load__unknown_token__not_cached(db):
+    api_token_load(token="0123456789ab." + "A" * 43)
 
     assert len(api_tokens.snapshots) == 0
 
@@ -189,23 +189,21 @@ def test_touch__within_a_minute__no_write(db):
     assert ApiToken.objects.get(pk=api_token.pk).last_used_at == start + timedelta(seconds=61)
 
 
-def test_record_use__within_a_minute_in_one_process__no_query(db):
+def test_use_is_due__within_a_minute_in_one_process__not_due(db):
     # Given a token whose use was just recorded
-    api_token, token = api_token_create(name="backend")
-    snapshot = api_token_verify(token=token)
+    _, token = api_token_create(name="backend")
+    snapshot = api_token_load(token=token)
     start = timezone.now()
-    api_token_record_use(api_token=snapshot, now=start)
+    first = api_token_use_is_due(api_token=snapshot, now=start)
 
     # When it is used again within the minute, and again after it
-    with CaptureQueriesContext(connection) as soon:
-        api_token_record_use(api_token=snapshot, now=start + timedelta(seconds=30))
-    with CaptureQueriesContext(connection) as later:
-        api_token_record_use(api_token=snapshot, now=start + timedelta(seconds=61))
+    with CaptureQueriesContext(connection) as asked:
+        soon = api_token_use_is_due(api_token=snapshot, now=start + timedelta(seconds=30))
+        later = api_token_use_is_due(api_token=snapshot, now=start + timedelta(seconds=61))
 
-    # Then only the later use writes, once
-    assert token_queries(soon.captured_queries) == []
-    assert len(token_queries(later.captured_queries)) == 1
-    assert ApiToken.objects.get(pk=api_token.pk).last_used_at == start + timedelta(seconds=61)
+    # Then only the first and the later use are due, and asking costs no query
+    assert (first, soon, later) == (True, False, True)
+    assert token_queries(asked.captured_queries) == []
 
 
 def test_request__sets_last_used_at_once(demo_config, proxy_token):

@@ -13,7 +13,7 @@ from assignments import gates
 from assignments.configuration.resources import time_text
 from assignments.console.previews import EXPERIMENT_NOT_ACTIVE, holdout_memberships, layer_slots, subject_preview
 from assignments.models import Assignment, Experiment, SubjectType
-from assignments.selectors import subject_types_active
+from assignments.selectors import subject_types_active_steps
 from idlinks.services import Identifier, id_link_create
 from tests.helpers.assignments import assigned_store, reference_slot, reference_variant
 from tests.helpers.resources import apply_resources, experiment, holdout, in_layer, layer, subject_type
@@ -95,7 +95,7 @@ def test_subject_preview__linked_identifier_assigned__carried_over_past_coverage
         id_link_create(
             first=Identifier("user", "u-1"),
             second=Identifier("cookie", cookie),
-            subject_types_active=subject_types_active,
+            subject_types_active=subject_types_active_steps,
         )
 
     # When c-2, linked to it through u-1, and c-3, linked to nothing, are previewed

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection, transaction
 
 from assignments.models import Assignment, Experiment
-from assignments.selectors import subject_types_active
+from assignments.selectors import subject_types_active_steps
 from core.healthz import database_probe, probe_connection
 from core.observability.metrics import REGISTRY
 from idlinks.services import Identifier, id_link_create
@@ -136,10 +136,14 @@ def test_assignments_created__by_experiment_and_source__stored_ones_not_again(ap
     assign(api, "checkout-button", ["n-1", "n-2", "n-3"])
     assign(api, "banner", ["c-1"])
     id_link_create(
-        first=Identifier("cookie", "c-1"), second=Identifier("user", "u-1"), subject_types_active=subject_types_active
+        first=Identifier("cookie", "c-1"),
+        second=Identifier("user", "u-1"),
+        subject_types_active=subject_types_active_steps,
     )
     id_link_create(
-        first=Identifier("user", "u-1"), second=Identifier("cookie", "c-2"), subject_types_active=subject_types_active
+        first=Identifier("user", "u-1"),
+        second=Identifier("cookie", "c-2"),
+        subject_types_active=subject_types_active_steps,
     )
     assign(api, "banner", ["c-2", "c-3"])
     api.post("/assignments", {"subject": {"user": "u-5"}, "experiments": ["checkout-button"]})
