@@ -603,7 +603,8 @@ def results_markdown(results: dict[str, Any]) -> str:
         "",
         "## Setup",
         "",
-        "- The service: `gunicorn -c deploy/gunicorn.conf.py` (config.wsgi with config.settings, DEBUG=false); "
+        "- The service: `gunicorn -c deploy/gunicorn.conf.py` (the application its file names, config.settings, "
+        "DEBUG=false); "
         "the minimal app (bench/minimal_app.py, bench/minimal_asgi.py) under the same command (`minimal`) and on "
         "other servers; every target's start command is under Targets. Output to var/bench-gunicorn.log; "
         "clients on the same machine, each client keeping its connection open where the server lets it.",

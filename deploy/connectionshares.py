@@ -1,13 +1,13 @@
 """How many client connections each gunicorn worker holds, in memory the master shares with the workers it forks.
 
 Every worker polls the one listening socket, and a new connection goes to
-whichever worker's main thread calls accept first. A keep-alive connection (the
-proxy's upstream pool, a load generator's) then stays with that worker for its
-life, so the race at connection time decides how the load is split for minutes:
+whichever worker's event loop accepts first, with every other one waiting. A
+keep-alive connection (the proxy's upstream pool, a load generator's) then stays
+with that worker for its life, so the race at connection time decides how the load is split for minutes:
 16 connections over two workers were seen split 13/3, 14/2 and 16/0, a core
 idle and the busy worker's answers twice as slow (bench/results/summary.md,
-"Connections and workers"). With these counts a worker leaves a new connection
-to one that holds fewer (deploy/workers.py).
+"Connections and workers"). With these counts a worker holding more than another
+sends its clients to open new connections (deploy/workers.py).
 
 A slot is claimed by a worker's process ID. A worker that dies without giving
 its slot back (killed for a timeout) leaves a process ID no longer alive: its

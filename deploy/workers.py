@@ -45,13 +45,16 @@ from uvicorn_worker import UvicornWorker
 from core.middleware.requestid import REQUEST_ID_HEADER, request_id_new
 from deploy.accesslog import AccessLogged
 from deploy.connectionshares import ConnectionShares
+from deploy.forwarded import ForwardedScheme
 
 # Made in the master, as gunicorn imports the worker class, so every worker it forks shares it; one slot per
 # worker, up to the most GUNICORN_WORKERS allows (deploy/gunicorn.conf.py).
 SHARES = ConnectionShares(slots=256)
 # More than the fewest another worker holds by this many, and a worker sends its clients elsewhere.
 ALLOWED_EXCESS = 1
-SHUTDOWN_GRACE_SECONDS = 1.0
+# Long enough for a request already on its way (a client's next one, sent as the last answer arrived), short
+# enough that the other workers serve alone only briefly: gunicorn replaces a worker once it has exited.
+SHUTDOWN_GRACE_SECONDS = 0.25
 
 
 @dataclass(frozen=True)
@@ -187,7 +190,10 @@ class ServiceWorker(UvicornWorker):
 
     def load_wsgi(self) -> None:
         super().load_wsgi()
-        if self.cfg.accesslog is not None:
+        cfg = self.cfg
+        if cfg.secure_scheme_headers:
+            self.wsgi = ForwardedScheme(self.wsgi, headers=cfg.secure_scheme_headers, allowed=cfg.forwarded_allow_ips)
+        if cfg.accesslog is not None:
             self.wsgi = AccessLogged(self.wsgi, self.log)
 
     def run(self) -> None:
@@ -210,4 +216,6 @@ class ServiceWorker(UvicornWorker):
             "lifespan": "on",
             # gunicorn's line instead, when asked for (load_wsgi).
             "access_log": False,
+            # gunicorn's rule instead (load_wsgi).
+            "proxy_headers": False,
         }

@@ -85,7 +85,7 @@ class EdgeAsgiApplication(EdgeRoutes):
         endpoint = self.endpoint_for(scope["path"]) if scope["type"] == "http" else None
         if endpoint is None or not self.on_the_loop(endpoint):
             return await self.wsgi(scope, receive, send)
-        body = await _body(receive, limit=settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+        body = await _body(scope, receive, limit=settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
         # Not Django's request_started: its receivers keep Django's connections (SIGNALS_ACCOUNTED), of
         # which the loop has none, and choose the request ID, chosen here in the request's own task.
         request_id_begin(request_id_presented(scope))
@@ -142,7 +142,8 @@ class EdgeAsgiApplication(EdgeRoutes):
         try:
             self.modes[key] = await in_thread(self.threads, vendor)
         except DatabaseError:
-            pass
+            # Not known: the next request asks again.
+            return
         finally:
             self.asking.discard(key)
 
@@ -160,8 +161,12 @@ class EdgeAsgiApplication(EdgeRoutes):
                 return
 
 
-async def _body(receive: Callable, *, limit: int) -> bytes:
-    """The request's body, read to its end or to one byte past `limit`, whichever comes first."""
+async def _body(scope: dict[str, Any], receive: Callable, *, limit: int) -> bytes:
+    """The request's body, read to its end or to one byte past `limit`, whichever comes first; none read when
+    its declared length is over the limit, which the endpoint refuses (body_size_problem) by that length."""
+    for name, value in scope["headers"]:
+        if name == b"content-length" and value.isdigit() and int(value) > limit:
+            return b""
     chunks: list[bytes] = []
     size = 0
     while True:

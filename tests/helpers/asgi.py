@@ -52,7 +52,9 @@ class AsgiClient:
         text = data if isinstance(data, (str, bytes)) else json.dumps(data)
         body = text.encode() if isinstance(text, str) else text
         sent = {"host": "testserver", **({"authorization": f"Bearer {self.token}"} if self.token else {})}
-        if body and not chunked:
+        if chunked:
+            sent["transfer-encoding"] = "chunked"
+        elif body:
             sent["content-length"] = str(len(body))
         sent.update({name.lower(): value for name, value in (headers or {}).items()})
         path, _, query = path.partition("?")
@@ -70,7 +72,7 @@ class AsgiClient:
             "client": ("127.0.0.1", 50000),
             "server": ("testserver", 80),
         }
-        # A chunked body arrives in pieces, with no Content-Length.
+        # A chunked body arrives in pieces, as the server de-chunks it, with no Content-Length.
         pieces = [body[i : i + 1000] for i in range(0, len(body), 1000)] if chunked else [body]
         messages = [
             {"type": "http.request", "body": piece, "more_body": number < len(pieces) - 1}
