@@ -5,8 +5,7 @@ transaction."""
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -14,7 +13,15 @@ from django.core.signals import request_finished, request_started
 from django.db import connection
 
 from core.edge.asgi import SIGNALS_ACCOUNTED
-from tests.core.edge.test_work_counted import ASSIGN, BUDGET_ROOM, EVALUATE, EVALUATE_BULK, LINK, ONE_SUBJECT
+from tests.core.edge.test_work_counted import (
+    ASSIGN,
+    BUDGET_ROOM,
+    EVALUATE,
+    EVALUATE_BULK,
+    LINK,
+    ONE_SUBJECT,
+    python_calls,
+)
 from tests.helpers.api import ApiClient, assert_problem
 from tests.helpers.asgi import AsgiClient
 from tests.helpers.server import database_url_for_tests
@@ -53,22 +60,6 @@ def asgi(proxy_token) -> Iterator[AsgiClient]:
 def sent(client: AsgiClient, endpoint: str):
     path, body = REQUESTS[endpoint]
     return client.get(path) if body is None else client.post(path, body)
-
-
-def python_calls(request: Callable[[], object]) -> int:
-    calls = 0
-
-    def count(frame, event, arg):
-        nonlocal calls
-        if event == "call":
-            calls += 1
-
-    sys.setprofile(count)
-    try:
-        request()
-    finally:
-        sys.setprofile(None)
-    return calls
 
 
 def test_signals__every_receiver_of_request_started_and_finished__accounted_for_by_the_loop():
