@@ -69,9 +69,14 @@ class _PreparingCursor(DjangoServerBindingCursor):
         return super().execute(query, params, prepare=prepare, binary=binary)
 
 
+# A table's size, which decides whether statements on it are prepared (PREPARE_MIN_TABLE_BYTES): asked here
+# on Django's connection and by the event loop's pool on its own (core/edge/pool.py).
+TABLE_SIZE_SQL = "SELECT pg_relation_size(%s::regclass)"
+
+
 def _table_is_large(raw, table: str) -> bool:
     with raw.cursor() as cursor:
-        cursor.execute("SELECT pg_relation_size(%s::regclass)", [table])
+        cursor.execute(TABLE_SIZE_SQL, [table])
         return cursor.fetchone()[0] >= PREPARE_MIN_TABLE_BYTES
 
 

@@ -6,8 +6,8 @@ For a request to one of its paths the edge does what Django's handler and the
 service's outer middleware do for it, through their public pieces: the body size
 limit, Django's security, common and framing middleware (middleware.django_chain,
 in each endpoint), Django's log line for an error answer, the request's own log
-line and metrics, and the request ID (chosen on Django's request_started signal,
-which the interface sends). Which path goes where is decided once, by the path
+line and metrics, and the request ID (chosen before: on Django's request_started
+signal under WSGI, by request_id_begin on the event loop). Which path goes where is decided once, by the path
 alone, before either side starts: no request is begun on one side and replayed on
 the other.
 """
@@ -67,8 +67,8 @@ class EdgeRoutes:
 
 
 def edge_answer(endpoint: Endpoint, request: HttpRequest, *, vendor: str | None) -> Steps[HttpResponse]:
-    """The endpoint's answer to a request that Django's request_started has begun, with its log line, metrics
-    and ID; the interface hands it to the server, and closing it sends request_finished."""
+    """The endpoint's answer to a request whose ID is chosen, with its log line, metrics and ID; the interface
+    hands it to the server."""
     started = time.perf_counter()
     with request_log_noting() as noted:
         response = (endpoint.body_limited and body_size_problem(request)) or (

@@ -43,7 +43,7 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, OperationalError, close_old_connections, connections
 from psycopg.pq import TransactionStatus
 
-from core.database import PREPARE_MIN_TABLE_BYTES, with_live_connection
+from core.database import PREPARE_MIN_TABLE_BYTES, TABLE_SIZE_SQL, with_live_connection
 from core.steps import Statement, Step, Steps, steps_driven_async
 
 T = TypeVar("T")
@@ -60,8 +60,8 @@ class PoolDriver:
         self.prepared = settings.DATABASE_PREPARED_STATEMENTS
         self.max_age = settings.DATABASES[DEFAULT_DB_ALIAS]["CONN_MAX_AGE"] or 0
         self.free = asyncio.Semaphore(size)
-        # Idle connections, the newest last, each with when it was made.
-        self.idle: list[tuple[psycopg.AsyncConnection, float]] = []
+        # Idle connections, the newest last; when each connection was made.
+        self.idle: list[psycopg.AsyncConnection] = []
         self.made: weakref.WeakKeyDictionary[psycopg.AsyncConnection, float] = weakref.WeakKeyDictionary()
         self.prepare_safe: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
         # Never connected: it gives Django's connection parameters and maps psycopg's errors to Django's.
@@ -91,8 +91,8 @@ class PoolDriver:
             await self.free.acquire()
         try:
             while self.idle:
-                raw, made = self.idle.pop()
-                if self.max_age and time.monotonic() - made < self.max_age:
+                raw = self.idle.pop()
+                if time.monotonic() - self.made[raw] < self.max_age:
                     return raw
                 await raw.close()
             with self.errors:
@@ -108,14 +108,14 @@ class PoolDriver:
         (DATABASE_CONN_MAX_AGE 0)."""
         self.free.release()
         if self.max_age and not raw.closed and raw.info.transaction_status == TransactionStatus.IDLE:
-            self.idle.append((raw, self.made.get(raw, 0.0)))
+            self.idle.append(raw)
         else:
             asyncio.get_running_loop().create_task(raw.close())
 
     def forget_idle(self) -> None:
         """Close the idle connections: what broke one (a restart, a failover) broke them too."""
         idle, self.idle = self.idle, []
-        for raw, _ in idle:
+        for raw in idle:
             asyncio.get_running_loop().create_task(raw.close())
 
     def connection_params(self) -> dict[str, Any]:
@@ -129,7 +129,7 @@ class PoolDriver:
 
     async def close(self) -> None:
         idle, self.idle = self.idle, []
-        for raw, _ in idle:
+        for raw in idle:
             await raw.close()
 
     async def execute(self, raw: psycopg.AsyncConnection, statement: Statement) -> list:
@@ -179,7 +179,7 @@ class _Held:
 
 
 async def _table_is_large(raw: psycopg.AsyncConnection, table: str) -> bool:
-    cursor = await raw.execute("SELECT pg_relation_size(%s::regclass)", [table])
+    cursor = await raw.execute(TABLE_SIZE_SQL, [table])
     return (await cursor.fetchone())[0] >= PREPARE_MIN_TABLE_BYTES
 
 
