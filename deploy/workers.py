@@ -20,8 +20,9 @@ worker and stay there while the other's core idles. A worker that holds more
 than ALLOWED_EXCESS connections beyond the worker holding fewest
 (deploy/connectionshares.py) answers the next request on one of them with
 `Connection: close`: the client opens a new one, which the less busy worker is
-the likelier to accept, until the counts are even. No request is refused or cut
-off.
+the likelier to accept, until the counts are even. Which worker accepts is the
+kernel's and the scheduler's choice: a connection that lands on the same worker
+again is sent away again at its next request. No request is refused or cut off.
 
 Recycling (max_requests) and stopping: uvicorn closes an idle keep-alive
 connection at once, and one whose answer has begun right after it, though that
