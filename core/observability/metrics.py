@@ -14,6 +14,9 @@ chooses. With METRICS_ENABLED off nothing is counted.
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 from django.conf import settings
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -59,10 +62,27 @@ HEALTHZ_DATABASE_UP = Gauge(
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
+# A metric's labels() checks the values and looks the child up under a lock, at every call: each request's
+# children are kept here instead. Every label's values are bounded (a method outside METHODS is "other"), and
+# so are these.
+@functools.cache
+def _request_children(endpoint: str, method: str, status: int) -> tuple[Any, Any]:
+    return (
+        HTTP_REQUESTS.labels(endpoint, method, str(status)),
+        HTTP_REQUEST_DURATION.labels(endpoint),
+    )
+
+
+@functools.cache
+def _healthz_child(ok: bool) -> Any:
+    return HEALTHZ_CHECKS.labels("ok" if ok else "unavailable")
+
+
 def http_request_observe(*, endpoint: str, method: str, status: int, seconds: float) -> None:
     """Called by core.observability.requestmetrics.RequestMetricsMiddleware, which is left out when metrics are off."""
-    HTTP_REQUESTS.labels(endpoint, method if method in METHODS else "other", str(status)).inc()
-    HTTP_REQUEST_DURATION.labels(endpoint).observe(seconds)
+    requests, duration = _request_children(endpoint, method if method in METHODS else "other", status)
+    requests.inc()
+    duration.observe(seconds)
 
 
 def database_unavailable_answered(*, timeout: bool) -> None:
@@ -72,5 +92,5 @@ def database_unavailable_answered(*, timeout: bool) -> None:
 
 def healthz_checked(*, ok: bool) -> None:
     if settings.METRICS_ENABLED:
-        HEALTHZ_CHECKS.labels("ok" if ok else "unavailable").inc()
+        _healthz_child(ok).inc()
         HEALTHZ_DATABASE_UP.set(1 if ok else 0)

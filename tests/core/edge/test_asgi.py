@@ -39,12 +39,12 @@ REQUESTS = {
 # Python calls measured on the loop for one request whose answer is stored already (the token and the
 # configuration cached), the client's own included, and the statements the pool sent for it.
 MEASURED = {
-    "experiment-assignments": (682, 1),
-    "assignments": (703, 1),
-    "id-link": (692, 1),
-    "healthz": (273, 0),
-    "ofrep-flag": (647, 1),
-    "ofrep-flags": (656, 1),
+    "experiment-assignments": (660, 1),
+    "assignments": (681, 1),
+    "id-link": (670, 1),
+    "healthz": (262, 0),
+    "ofrep-flag": (625, 1),
+    "ofrep-flags": (634, 1),
 }
 # Differ between any two answers.
 PER_ANSWER = {"x-request-id", "date", "server"}

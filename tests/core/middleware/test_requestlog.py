@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from logging.config import dictConfig
 from urllib.parse import quote
 
@@ -128,6 +129,23 @@ def test_json_formatter__no_request__no_request_members_and_valid_json():
     line = json.loads(JsonFormatter().format(record(request_id=None)))
 
     assert set(line) == {"time", "level", "logger", "message"}
+
+
+@pytest.mark.parametrize(
+    "created",
+    [0.0, 1.0005, 1764644399.9995, 1764644399.9999996, 1764644400.0000004, 1764644400.123456, 4102444799.999],
+)
+def test_json_formatter__time__as_datetime_writes_it_to_the_millisecond(created):
+    line = json.loads(JsonFormatter().format(record(request_id=None, created=created)))
+
+    assert line["time"] == datetime.fromtimestamp(created, UTC).isoformat(timespec="milliseconds")
+
+
+def test_json_formatter__del_and_non_ascii__del_escaped_the_rest_raw():
+    line = JsonFormatter().format(record(request_id=None, path="/caf\u00e9\x7f/\u2028"))
+
+    assert "/caf\u00e9\\u007f/\\u2028" in line
+    assert json.loads(line)["path"] == "/caf\u00e9\x7f/\u2028"
 
 
 def test_json_formatter__exception__its_traceback_in_one_member_on_one_line():
