@@ -31,7 +31,16 @@ import psycopg
 
 from bench.cpu import CPUS, MachineCpu
 from bench.database import DatabaseServer, postgres_url_argument
-from bench.report import Table, as_markdown, as_text, git_commit, results_files_write, results_heading, yes
+from bench.report import (
+    Table,
+    as_markdown,
+    as_text,
+    command_recorded,
+    git_commit,
+    results_files_write,
+    results_heading,
+    yes,
+)
 from devtools import PROJECT_DIR
 
 SOURCE = "checkout-button"  # examples/demo.yaml's experiment, which the loaded assignments go to
@@ -691,7 +700,7 @@ def main(argv: list[str]) -> int:
     results = {
         "setup": {
             "started_at": started_at.isoformat(timespec="seconds"),
-            "command": " ".join(["bench/run commands", *argv]),
+            "command": command_recorded(["bench/run commands", *argv]),
             "cpus": os.cpu_count(),
             "postgresql": postgresql,
             "python": platform.python_version(),

@@ -37,7 +37,7 @@ from bench.client import request_body
 from bench.database import postgres_url_argument
 from bench.hot_path import CONFIGS
 from bench.preparation import prepared
-from bench.report import as_markdown, as_text, machine, results_files_write
+from bench.report import as_markdown, as_text, command_recorded, machine, results_files_write
 from bench.scenarios import ASSIGN, HEALTHZ, PATHS, SCENARIOS, SUBJECT, SubjectIds
 from devtools import PROJECT_DIR
 
@@ -127,7 +127,7 @@ def main(argv: list[str]) -> int:
                 for key in args.scenarios:
                     results.extend(_measure(apps, key, token=ready.token, seeded=args.seeded, calls=args.calls))
             data = {
-                "command": " ".join(["bench/run", "framework", *argv]),
+                "command": command_recorded(["bench/run", "framework", *argv]),
                 "commit": ready.commit,
                 "started_at": ready.started_at.isoformat(),
                 "machine": machine(),

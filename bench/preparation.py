@@ -25,7 +25,7 @@ from typing import Any
 
 from bench.citus import CitusCluster
 from bench.database import DatabaseServer
-from bench.report import git_commit
+from bench.report import command_recorded, git_commit
 from bench.seed import assignments_seed, stored_seed
 
 
@@ -54,7 +54,7 @@ class Prepared:
 
         return {
             "started_at": self.started_at.isoformat(timespec="seconds"),
-            "command": " ".join(["bench/run", benchmark, *argv]),
+            "command": command_recorded(["bench/run", benchmark, *argv]),
             "postgresql": self.server.version(),
             "python": platform.python_version(),
             "django": django.get_version(),

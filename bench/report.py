@@ -431,6 +431,21 @@ def gates_table(runs: list[dict[str, Any]]) -> Table:
     return header, rows
 
 
+def command_recorded(words: Iterable[str]) -> str:
+    """A benchmark's command line as its results record it: without --results-dir, where this machine put
+    them (a file in bench/results names itself)."""
+    kept: list[str] = []
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+        elif word == "--results-dir":
+            skip = True
+        elif not word.startswith("--results-dir="):
+            kept.append(str(word))
+    return " ".join(kept)
+
+
 def git_commit() -> str:
     """The checked-out commit, marked when tracked files have changes: what a result was measured on."""
     try:
@@ -626,7 +641,8 @@ def results_markdown(results: dict[str, Any]) -> str:
         *_section_if_rows(
             "## Targets: start commands\n\nEach in the deployment's environment (DATABASE_URL of the bench database, "
             "SECRET_KEY, DEBUG=false, ALLOWED_HOSTS, DJANGO_SETTINGS_MODULE=config.settings) with the variables "
-            "shown; $TOKEN is the run's proxy token, $PORT a free port, $WORKTREE the git worktree named.",
+            "shown; $TOKEN is the run's proxy token, $PORT a free port, $WORKTREE the git worktree named, "
+            "$CHECKOUT the checkout.",
             commands_table(results["runs"]),
         ),
         *_section_if_rows(

@@ -75,10 +75,11 @@ class ServerCommand:
     def text(self) -> str:
         """The command a reader can run (from the checkout, or cd'd into the worktree it names)."""
         python = sys.executable
-        if self.source is None:
-            # Run from the checkout: its virtualenv's relative path; a worktree runs the checkout's by its full path.
-            with contextlib.suppress(ValueError):
-                python = str(Path(python).relative_to(PROJECT_DIR))
+        # The checkout's virtualenv by its path in the checkout: from a worktree, under $CHECKOUT, never this
+        # machine's own path.
+        with contextlib.suppress(ValueError):
+            inside = str(Path(python).relative_to(PROJECT_DIR))
+            python = inside if self.source is None else f"$CHECKOUT/{inside}"
         words = [f"{name}={value}" for name, value in self.env.items()]
         words += [shlex.quote(python if arg == sys.executable else arg) for arg in self.argv]
         where = "" if self.source is None else f"(in a {self.source}) cd $WORKTREE && "
