@@ -118,7 +118,7 @@ def arguments(argv: list[str]) -> argparse.Namespace:
         type=int,
         default=0,
         help="GUNICORN_MAX_REQUESTS of the soak's gunicorn: 0 keeps every worker for the whole soak, so its "
-        "memory shows a slow leak; the deployment's is 10000 (then recycled workers are listed)",
+        "memory shows a slow leak; the deployment's is 1000000 (then recycled workers are listed)",
     )
     parser.add_argument(
         "--results-dir", type=Path, default=PROJECT_DIR / "bench" / "results", help="where the results are written"

@@ -10,7 +10,7 @@ connection count (pg_stat_activity). Flat memory, a flat connection count and a
 steady rate are the expected result.
 
 gunicorn recycles a worker after GUNICORN_MAX_REQUESTS requests (deploy/gunicorn.conf.py:
-10,000 +/- 1,000): a recycled worker's memory tells nothing about a slow leak, so
+1,000,000 +/- 100,000): a recycled worker's memory tells nothing about a slow leak, so
 the soak runs with recycling off unless told otherwise, and names any worker
 that disappeared. Checks: no request failed, no subject was given two variants,
 the assignment counts are exact.
