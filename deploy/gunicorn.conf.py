@@ -37,9 +37,9 @@ graceful_timeout = env_int("GUNICORN_GRACEFUL_TIMEOUT", 30, minimum=1)
 keepalive = env_int("GUNICORN_KEEPALIVE", 75, minimum=0)
 # Recycle workers now and then (jittered, so not all at once) to bound slow memory growth. Once in a
 # million requests: a worker answers thousands a second, and one replaced every 10,000 was replaced every
-# two seconds under load, each time closing its connections, at a tenth of the throughput and a p99 of
-# 40 to 430 ms; a worker's memory stayed flat over 250,000 requests without it (bench/results/history.md,
-# "Worker recycling").
+# one to five seconds under load, each time closing its connections, which cost /healthz a fifth of its
+# throughput and put its p99 at 116 to 370 ms; a worker's memory stayed flat over 250,000 requests without
+# it (bench/results/history.md, "Worker recycling").
 max_requests = env_int("GUNICORN_MAX_REQUESTS", 1_000_000, minimum=0)
 max_requests_jitter = env_int("GUNICORN_MAX_REQUESTS_JITTER", 100_000, minimum=0)
 # The application is imported once, in the master, and every worker is forked from it
