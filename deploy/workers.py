@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
@@ -203,6 +204,18 @@ class ServiceWorker(UvicornWorker):
         finally:
             if self.share.slot is not None:
                 SHARES.release(self.share.slot)
+
+    async def callback_notify(self) -> None:
+        """uvicorn's call every `self.timeout` seconds: gunicorn's heartbeat, and, as gunicorn's own workers
+        do, a stop when the master is gone (killed, out of memory). uvicorn's worker does not check: an
+        orphaned worker kept the listening socket and its database connections, with no master to stop or
+        replace it, and a new master could not bind the address."""
+        if self.ppid != os.getppid():
+            self.log.info("Parent changed, shutting down: %s", self)
+            # uvicorn's own handler: the graceful stop a master's SIGTERM starts.
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        await super().callback_notify()
 
     @property
     def CONFIG_KWARGS(self) -> dict[str, Any]:
