@@ -29,8 +29,8 @@ def both_forked(master: int) -> set[int] | None:
 
 
 def address_free(port: int) -> bool:
-    """Whether a new master could bind the port. With SO_REUSEADDR, as gunicorn binds, unlike devtools.ports's
-    check for a fresh port: the connections the workers closed leave it in TIME_WAIT, which does not hold it."""
+    """Whether a new master could bind the port: with SO_REUSEADDR, as gunicorn binds it, where devtools.ports
+    asks whether a port is unused at all."""
     with socket.socket() as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
