@@ -66,25 +66,6 @@ def _fresh_caches():
     caches_clear()
 
 
-@pytest.fixture(autouse=True)
-def _sqlite_assignments_deleted_before_the_flush(request):
-    """On SQLite a transactional test ends with Django's flush, a DELETE of every table in one transaction in
-    an order that changes from run to run. Where it deletes the assignment counts before the assignments,
-    the count trigger of each deleted assignment writes a count again, for an experiment the flush deletes
-    too, and the flush fails on the foreign key, leaving the rows for the tests after it. The assignments
-    are deleted first here, while their counts are still there. (PostgreSQL's flush truncates: no trigger.)"""
-    marker = request.node.get_closest_marker("django_db")
-    transactional = marker is not None and marker.kwargs.get("transaction", bool(marker.args and marker.args[0]))
-    if not transactional or connection.vendor != "sqlite":
-        yield
-        return
-    # Set up as this fixture's own dependency, the database is flushed after this fixture's end.
-    request.getfixturevalue("transactional_db")
-    yield
-    with connection.cursor() as cursor:
-        cursor.execute("DELETE FROM assignments_assignment")
-
-
 @pytest.fixture
 def in_test_transaction():
     """For requests a test makes straight to a WSGI application (tests.helpers.api.connection_cleanup_held)."""

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from tests.helpers.processes import manage_output
+from tests.helpers.processes import manage_output, manage_run
 from tests.helpers.resources import experiment, subject_type, yaml_documents
 from tests.helpers.server import database_url_for_tests
 
@@ -142,3 +142,43 @@ def test_migrate_0011__rows_stored_before_stay_out_of_the_change_feed_new_ones_a
         # And the migration can be undone and done again
         manage_output("migrate", "assignments", "0010", env=env)
         manage_output("migrate", env=env)
+
+
+def flush_deleting_counts_first(env: dict[str, str]) -> dict[str, str]:
+    """The environment of a `manage.py flush` that deletes the assignment counts before the assignments. Its
+    order of tables comes from a set, so from the hash seed: the first seed that gives that order."""
+    for seed in range(32):
+        seeded = {**env, "PYTHONHASHSEED": str(seed)}
+        tables = [line.split('"')[1] for line in manage_output("sqlflush", env=seeded).splitlines() if '"' in line]
+        if tables.index("assignments_assignmentcount") < tables.index("assignments_assignment"):
+            return seeded
+    raise AssertionError("no hash seed below 32 has the flush delete the counts first")
+
+
+def test_migrate_0013__sqlite_flush_deleting_the_counts_first__succeeds_and_empties_the_tables(tmp_path):
+    with sqlite_database(tmp_path) as (url, connect):
+        env = {"DATABASE_URL": url, "SECRET_KEY": "migration-tests"}
+        # Given a database of the builds before 0013 holding assignments, and a flush that deletes their counts
+        # before them
+        manage_output("migrate", "assignments", "0012", env=env)
+        documents = tmp_path / "plain.yaml"
+        documents.write_text(yaml_documents(*PLAIN_DOCUMENTS), encoding="utf-8")
+        manage_output("apply_resources", str(documents), env=env)
+        with connect() as before:
+            for subject in ("a", "b"):
+                before.execute(ROW_AT_0010.format(subject=subject))
+        flushing = flush_deleting_counts_first(env)
+        kept = (tmp_path / "upgraded.sqlite3").read_bytes()
+
+        # Then before the migration that flush fails: each deleted assignment wrote its count of -1 again
+        assert manage_run("flush", "--no-input", env=flushing).returncode != 0
+
+        # When it is migrated, the same rows back
+        (tmp_path / "upgraded.sqlite3").write_bytes(kept)
+        manage_output("migrate", env=env)
+
+        # Then the flush succeeds and leaves no assignment and no count
+        manage_output("flush", "--no-input", env=flushing)
+        with connect() as after:
+            assert after.execute("SELECT count(*) FROM assignments_assignment").fetchone()[0] == 0
+            assert after.execute("SELECT count(*) FROM assignments_assignmentcount").fetchone()[0] == 0

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from django.db import connection
 
 # On PostgreSQL a change is served once the transaction that made it has ended, and a test's own transaction
-# never does: tests of the feed commit there (transactional_db). SQLite serves a change once written; Django's
-# flush, which ends a transactional test, would meet the count triggers on the way there.
-FEED_DB = pytest.mark.django_db(transaction=connection.vendor == "postgresql")
+# never does: tests of the feed commit (transactional_db), on SQLite too, where a change is served once written.
+FEED_DB = pytest.mark.django_db(transaction=True)
 
 
 def feed_read(api, after: str | None = None, *, limit: int = 1000) -> list[dict]:
