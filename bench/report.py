@@ -630,8 +630,8 @@ def results_markdown(results: dict[str, Any]) -> str:
         *_stored_lines(seed.get("stored")),
         *_links_lines(setup.get("links")),
         f"- {', '.join(map(str, setup['concurrency']))} concurrent clients; {setup['warmup']} s warm-up and "
-        f"{setup['duration']} s measured per run; {setup['repeat']} round(s), the targets alternating within "
-        "each; tables other than the last show each target's median.",
+        f"{setup['duration']} s measured per run; {setup['repeat']} round(s), the targets in turn within each, "
+        "their order turned by one each round; tables other than the last show each target's median.",
         "",
         *markdown_section("## Raw SQL, minimal app and service", main_table(results["runs"])),
         *_section_if_rows(

@@ -43,7 +43,8 @@ from bench.server import ServerCommand, gunicorn_printed, http_server, minimal_c
 from bench.wrk import wrk_run
 from devtools import PROJECT_DIR
 
-# In the order each round runs them; the service's variants (ServiceTarget) come after the service.
+# In the order the first round runs them, the service's variants (ServiceTarget) after the service; each round
+# after turns the order by one (Rounds._round).
 TARGETS = ("baseline", "minimal", "minimal-sync", "minimal-gthread", "minimal-asgi", "minimal-uvicorn", "service")
 # The minimal app on each server (bench/server.py's minimal_command); the ASGI ones on an async pool, not on Citus.
 MINIMAL_TARGETS = tuple(target for target in TARGETS if target.startswith("minimal"))
@@ -153,8 +154,8 @@ def shared_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--repeat",
         type=int,
-        help="rounds per scenario and concurrency, the targets alternating within each; tables show each "
-        "target's median",
+        help="rounds per scenario and concurrency, the targets in turn within each, their order turned by one "
+        "each round; tables show each target's median",
     )
     parser.add_argument(
         "--results-dir", type=Path, default=PROJECT_DIR / "bench" / "results", help="where the results are written"
@@ -595,32 +596,32 @@ class Bench:
         )
 
     def _round(self, scenario: Scenario, concurrency: int, round_number: int, state: str) -> Iterator[dict[str, Any]]:
-        targets = [target for target in TARGETS if target in self.args.targets] + list(self.services)
-        for target in targets:
+        """The round's runs, one per target, the order turned by one place each round: a target that always ran
+        right after another, or on a table always the same size, would read up to a tenth apart for the same
+        code (bench/results/recycling.md). Over as many rounds as targets, each runs once in every place."""
+        runs = []
+        for target in [target for target in TARGETS if target in self.args.targets] + list(self.services):
             if target == "baseline":
                 # Raw SQL has no HTTP to drive, and no /healthz.
                 if scenario.kind != HEALTHZ and self.args.load == "python":
-                    yield self._pooled_run(scenario, lambda: self.baseline(scenario, concurrency, round_number, state))
+                    runs.append(lambda: self.baseline(scenario, concurrency, round_number, state))
             elif target in MINIMAL_TARGETS:
-                yield self._pooled_run(
-                    scenario, lambda target=target: self.http(target, scenario, concurrency, round_number, state)
-                )
+                runs.append(lambda target=target: self.http(target, scenario, concurrency, round_number, state))
             elif target == "service":
-                for mode in self.args.connections:
-                    yield self._pooled_run(
-                        scenario,
-                        lambda mode=mode: self.http(
-                            "service", scenario, concurrency, round_number, state, connections=mode
-                        ),
-                    )
+                runs += [
+                    lambda mode=mode: self.http("service", scenario, concurrency, round_number, state, connections=mode)
+                    for mode in self.args.connections
+                ]
             else:
                 # A variant of the service runs with the deployment's connections.
-                yield self._pooled_run(
-                    scenario,
+                runs.append(
                     lambda target=target: self.http(
                         target, scenario, concurrency, round_number, state, connections=DEPLOYMENT
-                    ),
+                    )
                 )
+        turn = (round_number - 1) % len(runs) if runs else 0
+        for run in runs[turn:] + runs[:turn]:
+            yield self._pooled_run(scenario, run)
 
     def rounds(self) -> list[dict[str, Any]]:
         """At each concurrency, the rounds: in each, every scenario in turn, and per scenario and trigger state,
