@@ -182,3 +182,6 @@ def test_migrate_0013__sqlite_flush_deleting_the_counts_first__succeeds_and_empt
         with connect() as after:
             assert after.execute("SELECT count(*) FROM assignments_assignment").fetchone()[0] == 0
             assert after.execute("SELECT count(*) FROM assignments_assignmentcount").fetchone()[0] == 0
+        # And the migration can be undone and done again
+        manage_output("migrate", "assignments", "0012", env=env)
+        manage_output("migrate", env=env)
