@@ -16,6 +16,7 @@ import importlib
 from django.db import migrations
 
 _counts = importlib.import_module("assignments.migrations.0004_assignment_count_triggers")
+_keys = importlib.import_module("assignments.migrations.0006_distribution_keys")
 _feed = importlib.import_module("assignments.migrations.0011_change_feed")
 
 SQLITE_DECREMENT = """
@@ -40,18 +41,7 @@ BACKWARD = [
 ]
 
 
-def _run(statements):
-    def run(apps, schema_editor):
-        if schema_editor.connection.vendor != "sqlite":
-            return
-        with schema_editor.connection.cursor() as cursor:
-            for statement in statements:
-                cursor.execute(statement)
-
-    return run
-
-
 class Migration(migrations.Migration):
     dependencies = [("assignments", "0012_variant_values")]
 
-    operations = [migrations.RunPython(_run(FORWARD), _run(BACKWARD))]
+    operations = [migrations.RunPython(_keys._run_on("sqlite", FORWARD), _keys._run_on("sqlite", BACKWARD))]
